@@ -1,0 +1,82 @@
+//! Per-document state kept beside the sentence points, and the revision fence.
+
+use serde::{Deserialize, Serialize};
+
+/// What the index knows of a document as a whole. Written after its points, so a state
+/// that says revision N means every point of revision N is in place.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocumentState {
+    pub doc_id: String,
+    pub revision: u64,
+    /// A tombstone: the document was deleted at `revision`.
+    pub deleted: bool,
+    pub title: String,
+    pub url: Option<String>,
+    pub tenant: Option<String>,
+    pub sentence_count: usize,
+    pub section_count: usize,
+}
+
+/// What to do with an incoming revision, given what is indexed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// Diff and apply. An incoming revision *equal* to the indexed one is applied too: its
+    /// plan is empty when the earlier write completed, and finishes it when it was cut off.
+    Apply,
+    /// Older than what is indexed (or than the tombstone): change nothing, count it stale.
+    Stale { indexed_revision: u64 },
+}
+
+pub fn fence(indexed: Option<&DocumentState>, incoming_revision: u64, is_delete: bool) -> Fence {
+    match indexed {
+        None => Fence::Apply,
+        Some(state) if incoming_revision < state.revision => Fence::Stale {
+            indexed_revision: state.revision,
+        },
+        // An upsert at the tombstone's own revision cannot bring the document back.
+        Some(state) if state.deleted && !is_delete && incoming_revision == state.revision => {
+            Fence::Stale {
+                indexed_revision: state.revision,
+            }
+        }
+        Some(_) => Fence::Apply,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(revision: u64, deleted: bool) -> DocumentState {
+        DocumentState {
+            doc_id: "d".into(),
+            revision,
+            deleted,
+            title: String::new(),
+            url: None,
+            tenant: None,
+            sentence_count: 0,
+            section_count: 0,
+        }
+    }
+
+    #[test]
+    fn older_is_stale_equal_is_replanned_newer_applies() {
+        assert_eq!(fence(None, 1, false), Fence::Apply);
+        assert_eq!(
+            fence(Some(&state(5, false)), 4, false),
+            Fence::Stale { indexed_revision: 5 }
+        );
+        assert_eq!(fence(Some(&state(5, false)), 5, false), Fence::Apply);
+        assert_eq!(fence(Some(&state(5, false)), 6, false), Fence::Apply);
+    }
+
+    #[test]
+    fn a_tombstone_blocks_older_and_equal_upserts() {
+        let tombstone = state(7, true);
+        assert!(matches!(fence(Some(&tombstone), 6, false), Fence::Stale { .. }));
+        assert!(matches!(fence(Some(&tombstone), 7, false), Fence::Stale { .. }));
+        assert_eq!(fence(Some(&tombstone), 7, true), Fence::Apply);
+        assert_eq!(fence(Some(&tombstone), 8, false), Fence::Apply);
+    }
+}

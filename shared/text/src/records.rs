@@ -1,0 +1,223 @@
+//! Sentence records: the payload of one index point per sentence (DESIGN.md, "Point model"),
+//! and the deterministic point ids.
+//!
+//! A point id is a UUIDv5 of (document id, section id, hash of the sentence text, occurrence
+//! of that text in the section). It does not depend on the sentence's position, so inserting
+//! text before a sentence does not change its id.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::config::TextConfig;
+use crate::hashing::{hash_hex, Hasher128};
+use crate::segmenter::SegmentedRevision;
+use crate::window::window_range;
+
+/// Namespace of Casement point ids (a fixed random UUID; changing it changes every id).
+pub const POINT_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6b1f_2c0e_8a44_4d4b_9b52_3c1e_a0d7_5e21);
+
+pub const STRUCTURAL_CONTEXT_SOURCE: &str = "structural";
+
+/// Where a sentence sits: section ordinal, index in the section and the section's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Position {
+    pub section: u32,
+    pub index: u32,
+    pub count: u32,
+}
+
+/// Everything stored with a sentence's point. Character offsets count Unicode scalar values
+/// in the citation text (see `extract::builder`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SentenceRecord {
+    pub id: Uuid,
+    pub doc_id: String,
+    pub tenant: Option<String>,
+    /// The document revision the index holds; the same on every point of a document.
+    pub revision: u64,
+    pub title: String,
+    pub url: Option<String>,
+    pub section_id: String,
+    pub section_path: Vec<String>,
+    pub section_hash: String,
+    pub section_char_start: usize,
+    pub sentence: String,
+    pub position: Position,
+    pub char_start: usize,
+    pub char_end: usize,
+    pub window: String,
+    pub window_char_start: usize,
+    pub window_char_end: usize,
+    /// Situating preamble embedded with the sentence (never shown as the answer).
+    pub context: String,
+    pub context_source: String,
+    pub text_hash: String,
+    /// Hash of the embedding input (`context` + sentence): equal hash, same vector.
+    pub embed_hash: String,
+}
+
+impl SentenceRecord {
+    /// The exact text sent to the embedding model.
+    pub fn embedding_input(&self) -> String {
+        embedding_input(&self.context, &self.sentence)
+    }
+
+    /// Equal in everything but the revision stamp. Destructured so that a field added
+    /// later cannot be forgotten here.
+    pub fn same_payload_except_revision(&self, other: &Self) -> bool {
+        let Self {
+            id,
+            doc_id,
+            tenant,
+            revision: _,
+            title,
+            url,
+            section_id,
+            section_path,
+            section_hash,
+            section_char_start,
+            sentence,
+            position,
+            char_start,
+            char_end,
+            window,
+            window_char_start,
+            window_char_end,
+            context,
+            context_source,
+            text_hash,
+            embed_hash,
+        } = self;
+        *id == other.id
+            && *doc_id == other.doc_id
+            && *tenant == other.tenant
+            && *title == other.title
+            && *url == other.url
+            && *section_id == other.section_id
+            && *section_path == other.section_path
+            && *section_hash == other.section_hash
+            && *section_char_start == other.section_char_start
+            && *sentence == other.sentence
+            && *position == other.position
+            && *char_start == other.char_start
+            && *char_end == other.char_end
+            && *window == other.window
+            && *window_char_start == other.window_char_start
+            && *window_char_end == other.window_char_end
+            && *context == other.context
+            && *context_source == other.context_source
+            && *text_hash == other.text_hash
+            && *embed_hash == other.embed_hash
+    }
+}
+
+pub fn embedding_input(context: &str, sentence: &str) -> String {
+    if context.is_empty() {
+        sentence.to_owned()
+    } else {
+        format!("{context}\n{sentence}")
+    }
+}
+
+/// The default situating preamble: document title and heading path (a heading equal to
+/// the title is not repeated). Free and deterministic.
+pub fn structural_context(title: &str, section_path: &[String]) -> String {
+    let mut context = title.trim().to_owned();
+    for heading in section_path {
+        if heading != title {
+            context.push_str(" > ");
+            context.push_str(heading);
+        }
+    }
+    context
+}
+
+pub fn point_id(doc_id: &str, section_id: &str, text_hash: &str, occurrence: u32) -> Uuid {
+    let mut key = Vec::with_capacity(doc_id.len() + section_id.len() + text_hash.len() + 16);
+    for part in [doc_id.as_bytes(), section_id.as_bytes(), text_hash.as_bytes()] {
+        key.extend_from_slice(part);
+        key.push(0);
+    }
+    key.extend_from_slice(occurrence.to_string().as_bytes());
+    Uuid::new_v5(&POINT_ID_NAMESPACE, &key)
+}
+
+/// The records that indexing `segmented` from scratch stores.
+pub fn build_records(segmented: &SegmentedRevision, config: &TextConfig) -> Vec<SentenceRecord> {
+    let chars = CharOffsets::new(&segmented.text);
+    let mut records = Vec::with_capacity(segmented.sentence_count());
+    for section in &segmented.sections {
+        let context = structural_context(&segmented.title, &section.heading_path);
+        let count = section.sentences.len() as u32;
+        let mut occurrences: HashMap<&str, u32> = HashMap::new();
+        for (index, range) in section.sentences.iter().enumerate() {
+            let sentence = &segmented.text[range.clone()];
+            let occurrence = occurrences.entry(sentence).or_insert(0);
+            let text_hash = hash_hex(sentence.as_bytes());
+            let window = window_range(&section.sentences, index, config.window_radius);
+            let mut embed = Hasher128::new();
+            embed.field(context.as_bytes());
+            embed.field(sentence.as_bytes());
+            records.push(SentenceRecord {
+                id: point_id(&segmented.doc_id, &section.id, &text_hash, *occurrence),
+                doc_id: segmented.doc_id.clone(),
+                tenant: segmented.tenant.clone(),
+                revision: segmented.revision,
+                title: segmented.title.clone(),
+                url: segmented.url.clone(),
+                section_id: section.id.clone(),
+                section_path: section.heading_path.clone(),
+                section_hash: section.content_hash.clone(),
+                section_char_start: chars.of(section.range.start),
+                sentence: sentence.to_owned(),
+                position: Position {
+                    section: section.ordinal,
+                    index: index as u32,
+                    count,
+                },
+                char_start: chars.of(range.start),
+                char_end: chars.of(range.end),
+                window: segmented.text[window.clone()].to_owned(),
+                window_char_start: chars.of(window.start),
+                window_char_end: chars.of(window.end),
+                context: context.clone(),
+                context_source: STRUCTURAL_CONTEXT_SOURCE.to_owned(),
+                text_hash,
+                embed_hash: embed.hex(),
+            });
+            *occurrence += 1;
+        }
+    }
+    records
+}
+
+/// Byte offset → character offset, without a scan per lookup.
+#[derive(Debug)]
+pub struct CharOffsets {
+    /// `None` for ASCII text, where both are equal.
+    prefix: Option<Vec<u32>>,
+}
+
+impl CharOffsets {
+    pub fn new(text: &str) -> Self {
+        if text.is_ascii() {
+            return Self { prefix: None };
+        }
+        let mut prefix = vec![0u32; text.len() + 1];
+        let mut chars = 0u32;
+        for (offset, c) in text.char_indices() {
+            prefix[offset..offset + c.len_utf8()].fill(chars);
+            chars += 1;
+        }
+        prefix[text.len()] = chars;
+        Self {
+            prefix: Some(prefix),
+        }
+    }
+
+    pub fn of(&self, byte: usize) -> usize {
+        self.prefix.as_ref().map_or(byte, |p| p[byte] as usize)
+    }
+}

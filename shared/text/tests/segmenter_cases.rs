@@ -1,0 +1,245 @@
+//! Sentence boundaries and structure, per format, on real-looking text.
+
+use casement_text::{segment, CodeBlocks, Format, Revision, SegmentedRevision, TextConfig};
+
+fn revision(format: Format, content: &str) -> Revision {
+    Revision {
+        doc_id: "doc".into(),
+        revision: 1,
+        title: None,
+        url: None,
+        tenant: None,
+        format,
+        content: content.into(),
+    }
+}
+
+fn segmented(format: Format, content: &str) -> SegmentedRevision {
+    segment(&revision(format, content), &TextConfig::default()).expect("segments")
+}
+
+fn sentences(format: Format, content: &str) -> Vec<String> {
+    let s = segmented(format, content);
+    s.sections
+        .iter()
+        .flat_map(|sec| sec.sentences.iter().map(|r| s.text[r.clone()].to_owned()))
+        .collect()
+}
+
+#[test]
+fn abbreviations_do_not_end_sentences() {
+    let got = sentences(
+        Format::Text,
+        "Dr. Smith joined Acme Inc. in March. She moved to the U.S. office, e.g. the one in Denver. Ask her.",
+    );
+    assert_eq!(
+        got,
+        [
+            "Dr. Smith joined Acme Inc. in March.",
+            "She moved to the U.S. office, e.g. the one in Denver.",
+            "Ask her."
+        ]
+    );
+}
+
+#[test]
+fn decimals_and_versions_stay_whole() {
+    let got = sentences(
+        Format::Text,
+        "Upgrade to v1.2.3 before Friday. The fee rose 3.5 percent to $12.50 a seat. Then restart.",
+    );
+    assert_eq!(
+        got,
+        [
+            "Upgrade to v1.2.3 before Friday.",
+            "The fee rose 3.5 percent to $12.50 a seat.",
+            "Then restart."
+        ]
+    );
+}
+
+#[test]
+fn urls_and_email_addresses_stay_whole() {
+    let got = sentences(
+        Format::Text,
+        "Write to help.desk@gsa.gov for access. The form is at https://handbook.tts.gsa.gov/travel/forms.html today. Keep a copy.",
+    );
+    assert_eq!(
+        got,
+        [
+            "Write to help.desk@gsa.gov for access.",
+            "The form is at https://handbook.tts.gsa.gov/travel/forms.html today.",
+            "Keep a copy."
+        ]
+    );
+}
+
+#[test]
+fn ellipses_quotes_and_brackets() {
+    let got = sentences(
+        Format::Text,
+        "He paused... then left. She said, \"We ship on Monday.\" The team agreed. (Budget is tight.) We proceed.",
+    );
+    assert_eq!(
+        got,
+        [
+            "He paused... then left.",
+            "She said, \"We ship on Monday.\"",
+            "The team agreed.",
+            "(Budget is tight.)",
+            "We proceed."
+        ]
+    );
+}
+
+#[test]
+fn markdown_front_matter_headings_lists_tables_and_code() {
+    let doc = "---\ntitle: Leave policy\npermalink: /leave/\n---\n\n\
+Intro line one. Intro line two.\n\n\
+# Changing your plan\n\n\
+## Downgrades\n\n\
+You can downgrade at any time. Credits carry over.\n\n\
+- First item. It has two sentences.\n\
+- Second item\n\n\
+| Plan | Price |\n|---|---|\n| Basic | $5. Billed monthly. |\n\n\
+```sh\nmake run. # not a sentence end\necho done\n```\n\n\
+See [the docs](https://example.org/docs) and **bold** text.\n";
+    let s = segmented(Format::Markdown, doc);
+    assert_eq!(s.title, "Leave policy");
+    let paths: Vec<Vec<String>> = s.sections.iter().map(|x| x.heading_path.clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            vec![],
+            vec!["Changing your plan".to_owned()],
+            vec!["Changing your plan".to_owned(), "Downgrades".to_owned()],
+        ]
+    );
+    let texts: Vec<Vec<&str>> = s
+        .sections
+        .iter()
+        .map(|sec| sec.sentences.iter().map(|r| &s.text[r.clone()]).collect())
+        .collect();
+    assert_eq!(texts[0], ["Intro line one.", "Intro line two."]);
+    assert!(texts[1].is_empty());
+    assert_eq!(
+        texts[2],
+        [
+            "You can downgrade at any time.",
+            "Credits carry over.",
+            "First item.",
+            "It has two sentences.",
+            "Second item",
+            "Plan | Price",
+            "Basic | $5. Billed monthly.",
+            "make run. # not a sentence end\necho done",
+            "See the docs and bold text.",
+        ]
+    );
+    assert!(!s.text.contains("permalink"), "front matter is not text");
+}
+
+#[test]
+fn code_blocks_can_be_skipped() {
+    let config = TextConfig {
+        code_blocks: CodeBlocks::Skip,
+        ..TextConfig::default()
+    };
+    let s = segment(
+        &revision(Format::Markdown, "Run this:\n\n```\nmake test\n```\n\nDone."),
+        &config,
+    )
+    .expect("segments");
+    let got: Vec<&str> = s.sections[0].sentences.iter().map(|r| &s.text[r.clone()]).collect();
+    assert_eq!(got, ["Run this:", "Done."]);
+    assert!(s.text.contains("make test"), "skipped code stays in the citation text");
+}
+
+#[test]
+fn html_headings_lists_tables_and_broken_markup() {
+    let html = "<html><head><title>Travel</title><style>p{}</style></head><body>\
+<h1>Travel</h1><p>Book with the U.S. travel office. Use the card.</p>\
+<h2>Per diem</h2><ul><li>Meals are covered.</li><li>Hotels too</li></ul>\
+<table><tr><th>City</th><th>Rate</th></tr><tr><td>Denver</td><td>$150</td></tr></table>\
+<p>Unclosed <b>bold text. Still text.<script>alert(1)</script></body></html>";
+    let s = segmented(Format::Html, html);
+    assert_eq!(s.title, "Travel");
+    assert_eq!(s.sections.len(), 2);
+    assert_eq!(s.sections[1].heading_path, ["Travel", "Per diem"]);
+    let got: Vec<&str> = s.sections[1].sentences.iter().map(|r| &s.text[r.clone()]).collect();
+    assert_eq!(
+        got,
+        ["Meals are covered.", "Hotels too", "City | Rate", "Denver | $150", "Unclosed bold text.", "Still text."]
+    );
+    assert!(!s.text.contains("alert"));
+}
+
+#[test]
+fn wikitext_headings_links_templates_lists_and_tables() {
+    let wiki = "'''Paris''' is the capital of [[France]].<ref>Some citation.</ref> \
+It has 2.1 million residents, per the {{nowrap|2020 census}}.\n\n\
+== History ==\nFounded by the [[Parisii|Gallic Parisii]] in the 3rd c. BC. See [https://example.org the site].\n\n\
+=== Middle Ages ===\n* Capetian kings ruled.\n* The city grew.\n\n\
+{| class=\"wikitable\"\n|-\n! Year !! Population\n|-\n| 1800 || 550,000\n|}\n\n\
+{{Infobox city|name=Paris}}[[Category:Capitals]]";
+    let s = segmented(Format::Wikitext, wiki);
+    let paths: Vec<Vec<String>> = s.sections.iter().map(|x| x.heading_path.clone()).collect();
+    assert_eq!(
+        paths,
+        [vec![], vec!["History".to_owned()], vec!["History".to_owned(), "Middle Ages".to_owned()]]
+    );
+    let all = sentences(Format::Wikitext, wiki);
+    assert_eq!(
+        all,
+        [
+            "Paris is the capital of France.",
+            "It has 2.1 million residents, per the 2020 census.",
+            "Founded by the Gallic Parisii in the 3rd c. BC.",
+            "See the site.",
+            "Capetian kings ruled.",
+            "The city grew.",
+            "Year | Population",
+            "1800 | 550,000",
+        ]
+    );
+    assert!(!s.text.contains("Infobox") && !s.text.contains("Category"));
+}
+
+#[test]
+fn long_sentences_are_capped_and_empty_documents_have_none() {
+    let config = TextConfig {
+        max_sentence_tokens: 20,
+        ..TextConfig::default()
+    };
+    let long = format!("{} end.", vec!["word"; 100].join(" "));
+    let s = segment(&revision(Format::Text, &long), &config).expect("segments");
+    let pieces: Vec<&str> = s.sections[0].sentences.iter().map(|r| &s.text[r.clone()]).collect();
+    assert!(pieces.len() >= 5);
+    assert!(pieces.iter().all(|p| casement_text::estimate_tokens(p) <= 20));
+    assert_eq!(pieces.join(" "), long);
+
+    for format in [Format::Markdown, Format::Html, Format::Text, Format::Wikitext] {
+        assert_eq!(segmented(format, "").sentence_count(), 0, "{format}");
+        assert_eq!(segmented(format, "  \n\n ").sentence_count(), 0, "{format}");
+    }
+}
+
+#[test]
+fn offsets_point_into_the_citation_text_for_unicode() {
+    let s = segmented(Format::Markdown, "# Café\n\nÉtienne a payé 3,5 €. Ça marche. 日本語のテキスト。");
+    for section in &s.sections {
+        for r in &section.sentences {
+            assert!(s.text.is_char_boundary(r.start) && s.text.is_char_boundary(r.end));
+        }
+    }
+    let records = casement_text::build_records(&s, &TextConfig::default());
+    for record in &records {
+        let by_chars: String = s
+            .text
+            .chars()
+            .skip(record.char_start)
+            .take(record.char_end - record.char_start)
+            .collect();
+        assert_eq!(by_chars, record.sentence);
+    }
+}
