@@ -22,6 +22,7 @@ pub fn split_block(kind: BlockKind, text: &str, config: &TextConfig) -> Vec<Rang
             for boundary in sentencex::get_sentence_boundaries(&config.language, text) {
                 split_after_closing_brackets(text, boundary.start_byte..boundary.end_byte, &mut units);
             }
+            reattach_opening_quotes(text, &mut units);
             units
         }
     };
@@ -67,6 +68,24 @@ fn split_after_closing_brackets(text: &str, unit: Range<usize>, out: &mut Vec<Ra
         }
     }
     out.push(start..unit.end);
+}
+
+/// `sentencex` may end a sentence with the opening quote of the next one ("Stop! 'Why"
+/// → "Stop! '" + "Why"): a quote that follows whitespace at the end of a unit moves to
+/// the start of the next unit.
+fn reattach_opening_quotes(text: &str, units: &mut [Range<usize>]) {
+    for i in 1..units.len() {
+        let previous = &text[units[i - 1].clone()];
+        let body = previous.trim_end_matches(['\'', '"', '\u{2018}', '\u{201c}']);
+        if body.len() < previous.len()
+            && (body.is_empty() || body.ends_with(char::is_whitespace))
+            && units[i - 1].end == units[i].start
+        {
+            let quote_start = units[i - 1].start + body.len();
+            units[i - 1].end = quote_start;
+            units[i].start = quote_start;
+        }
+    }
 }
 
 fn trim(text: &str, range: Range<usize>) -> Option<Range<usize>> {
