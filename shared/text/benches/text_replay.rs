@@ -7,7 +7,8 @@
 //!   that re-indexes a page per change event does);
 //! - whole_doc_if_changed: the same, skipped when the document text is unchanged (shown
 //!   for fairness: a baseline with a content-hash check).
-//! Tokens are counted with the same estimator for all three (`casement_text::tokens`).
+//!
+//! Tokens are counted with the same estimator for all schemes (`casement_text::tokens`).
 //! Also measures segment + diff throughput. Writes `target/bench/text.json`.
 
 #[path = "../tests/common/mod.rs"]
@@ -16,7 +17,9 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use casement_text::{estimate_tokens, hash_hex, plan_delete, plan_upsert, fence, Fence, MemoryIndex, TextConfig};
+use casement_text::{
+    Fence, MemoryIndex, TextConfig, estimate_tokens, fence, hash_hex, plan_delete, plan_upsert,
+};
 
 const SCHEMES: [&str; 4] = ["sentence", "chunk512", "whole_doc", "whole_doc_if_changed"];
 
@@ -41,7 +44,11 @@ fn main() {
         if n % 1000 == 0 {
             eprintln!("  {n}/{} revisions", events.len());
         }
-        if let Fence::Stale { .. } = fence(index.document(&event.doc_id), event.revision, event.is_delete()) {
+        if let Fence::Stale { .. } = fence(
+            index.document(&event.doc_id),
+            event.revision,
+            event.is_delete(),
+        ) {
             stale += 1;
             continue;
         }
@@ -61,7 +68,11 @@ fn main() {
         planning += timer.elapsed();
         bytes += revision.content.len();
 
-        let sentence_tokens: usize = plan.embed.iter().map(|r| estimate_tokens(&r.embedding_input())).sum();
+        let sentence_tokens: usize = plan
+            .embed
+            .iter()
+            .map(|r| estimate_tokens(&r.embedding_input()))
+            .sum();
         if event.change == "rename" {
             renames += 1;
             renames_embedding += usize::from(sentence_tokens > 0);
@@ -77,10 +88,17 @@ fn main() {
                 None => chunk_tokens += tokens,
             }
         }
-        previous_chunks.insert(event.doc_id.clone(), chunks.into_iter().map(|(h, _)| h).collect());
+        previous_chunks.insert(
+            event.doc_id.clone(),
+            chunks.into_iter().map(|(h, _)| h).collect(),
+        );
         let text_hash = hash_hex(segmented.text.as_bytes());
         let whole_tokens = estimate_tokens(&segmented.text);
-        let whole_if_changed = if previous_text.get(&event.doc_id) == Some(&text_hash) { 0 } else { whole_tokens };
+        let whole_if_changed = if previous_text.get(&event.doc_id) == Some(&text_hash) {
+            0
+        } else {
+            whole_tokens
+        };
         previous_text.insert(event.doc_id.clone(), text_hash);
 
         per_revision[0].push(sentence_tokens);
@@ -96,8 +114,17 @@ fn main() {
     let p90s: Vec<f64> = per_revision.iter().map(|v| percentile(v, 0.9)).collect();
     let totals: Vec<usize> = per_revision.iter().map(|v| v.iter().sum()).collect();
     println!();
-    println!("18F Handbook history: {} revisions ({} stale), {} renames ({} embedded anything)", events.len(), stale, renames, renames_embedding);
-    println!("{:<21} {:>14} {:>10} {:>12} {:>16} {:>14}", "scheme", "median tokens", "p90", "total", "median ratio", "total ratio");
+    println!(
+        "18F Handbook history: {} revisions ({} stale), {} renames ({} embedded anything)",
+        events.len(),
+        stale,
+        renames,
+        renames_embedding
+    );
+    println!(
+        "{:<21} {:>14} {:>10} {:>12} {:>16} {:>14}",
+        "scheme", "median tokens", "p90", "total", "median ratio", "total ratio"
+    );
     for (i, scheme) in SCHEMES.iter().enumerate() {
         println!(
             "{:<21} {:>14.1} {:>10.1} {:>12} {:>16} {:>14}",
@@ -109,9 +136,19 @@ fn main() {
             format!("1 : {:.1}", totals[i] as f64 / totals[0].max(1) as f64),
         );
     }
-    println!("segment + diff: {:.1} MB in {:.2} s = {throughput:.1} MB/s on one thread (whole run {:.1} s)", bytes as f64 / 1e6, planning.as_secs_f64(), elapsed.as_secs_f64());
-    let targets_met = medians[0] * 10.0 <= medians[1] && medians[0] * 25.0 <= medians[2] && renames_embedding == 0;
-    println!("targets (median ≤ 1/10 chunk512, ≤ 1/25 whole_doc, renames embed nothing): {}", if targets_met { "MET" } else { "MISSED" });
+    println!(
+        "segment + diff: {:.1} MB in {:.2} s = {throughput:.1} MB/s on one thread (whole run {:.1} s)",
+        bytes as f64 / 1e6,
+        planning.as_secs_f64(),
+        elapsed.as_secs_f64()
+    );
+    let targets_met = medians[0] * 10.0 <= medians[1]
+        && medians[0] * 25.0 <= medians[2]
+        && renames_embedding == 0;
+    println!(
+        "targets (median ≤ 1/10 chunk512, ≤ 1/25 whole_doc, renames embed nothing): {}",
+        if targets_met { "MET" } else { "MISSED" }
+    );
 
     let json = serde_json::json!({
         "revisions": events.len(),

@@ -11,9 +11,9 @@ use uuid::Uuid;
 use crate::config::TextConfig;
 use crate::document::DocumentState;
 use crate::error::Result;
-use crate::records::{build_records, SentenceRecord};
+use crate::records::{SentenceRecord, build_records};
 use crate::revision::Revision;
-use crate::segmenter::{segment_reusing, KnownSection, KnownSections, SegmentedRevision};
+use crate::segmenter::{KnownSection, KnownSections, SegmentedRevision, segment_reusing};
 
 /// The operations that bring one document to one revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,10 @@ pub enum Operation<'a> {
     SetPayload(&'a SentenceRecord),
     Delete(Uuid),
     /// Set `revision` on every point of the document.
-    StampRevision { doc_id: &'a str, revision: u64 },
+    StampRevision {
+        doc_id: &'a str,
+        revision: u64,
+    },
     PutDocument(&'a DocumentState),
 }
 
@@ -160,7 +163,10 @@ fn diff_records(
 fn known_sections(current: &[SentenceRecord]) -> KnownSections<'_> {
     let mut by_section: HashMap<&str, Vec<&SentenceRecord>> = HashMap::new();
     for record in current {
-        by_section.entry(&record.section_id).or_default().push(record);
+        by_section
+            .entry(&record.section_id)
+            .or_default()
+            .push(record);
     }
     let mut known = KnownSections::new();
     for (section_id, mut records) in by_section {

@@ -65,7 +65,9 @@ mod tests {
         assert_eq!(fence(None, 1, false), Fence::Apply);
         assert_eq!(
             fence(Some(&state(5, false)), 4, false),
-            Fence::Stale { indexed_revision: 5 }
+            Fence::Stale {
+                indexed_revision: 5
+            }
         );
         assert_eq!(fence(Some(&state(5, false)), 5, false), Fence::Apply);
         assert_eq!(fence(Some(&state(5, false)), 6, false), Fence::Apply);
@@ -74,8 +76,14 @@ mod tests {
     #[test]
     fn a_tombstone_blocks_older_and_equal_upserts() {
         let tombstone = state(7, true);
-        assert!(matches!(fence(Some(&tombstone), 6, false), Fence::Stale { .. }));
-        assert!(matches!(fence(Some(&tombstone), 7, false), Fence::Stale { .. }));
+        assert!(matches!(
+            fence(Some(&tombstone), 6, false),
+            Fence::Stale { .. }
+        ));
+        assert!(matches!(
+            fence(Some(&tombstone), 7, false),
+            Fence::Stale { .. }
+        ));
         assert_eq!(fence(Some(&tombstone), 7, true), Fence::Apply);
         assert_eq!(fence(Some(&tombstone), 8, false), Fence::Apply);
     }

@@ -30,13 +30,13 @@ pub mod tokens;
 pub mod window;
 
 pub use config::{CodeBlocks, TextConfig};
-pub use differ::{plan_delete, plan_upsert, ChangePlan, Operation};
-pub use document::{fence, DocumentState, Fence};
+pub use differ::{ChangePlan, Operation, plan_delete, plan_upsert};
+pub use document::{DocumentState, Fence, fence};
 pub use error::{Error, Result};
-pub use extract::{extract, BlockKind, ExtractedText};
+pub use extract::{BlockKind, ExtractedText, extract};
 pub use hashing::hash_hex;
 pub use memory::MemoryIndex;
-pub use records::{build_records, SentenceRecord};
+pub use records::{SentenceRecord, build_records};
 pub use revision::{Format, Revision};
-pub use segmenter::{segment, SegmentedRevision};
+pub use segmenter::{SegmentedRevision, segment};
 pub use tokens::estimate_tokens;

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::TextConfig;
-use crate::hashing::{hash_hex, Hasher128};
+use crate::hashing::{Hasher128, hash_hex};
 use crate::segmenter::SegmentedRevision;
 use crate::window::window_range;
 
@@ -136,7 +136,11 @@ pub fn structural_context(title: &str, section_path: &[String]) -> String {
 
 pub fn point_id(doc_id: &str, section_id: &str, text_hash: &str, occurrence: u32) -> Uuid {
     let mut key = Vec::with_capacity(doc_id.len() + section_id.len() + text_hash.len() + 16);
-    for part in [doc_id.as_bytes(), section_id.as_bytes(), text_hash.as_bytes()] {
+    for part in [
+        doc_id.as_bytes(),
+        section_id.as_bytes(),
+        text_hash.as_bytes(),
+    ] {
         key.extend_from_slice(part);
         key.push(0);
     }

@@ -215,7 +215,9 @@ fn locate_known(
             byte_cursor += section.get(byte_cursor..)?.chars().next()?.len_utf8();
             char_cursor += 1;
         }
-        if char_cursor != char_offset || section.get(byte_cursor..byte_cursor + sentence.len())? != sentence {
+        if char_cursor != char_offset
+            || section.get(byte_cursor..byte_cursor + sentence.len())? != sentence
+        {
             return None;
         }
         ranges.push(section_start + byte_cursor..section_start + byte_cursor + sentence.len());

@@ -16,11 +16,15 @@ pub fn split_block(kind: BlockKind, text: &str, config: &TextConfig) -> Vec<Rang
     let units: Vec<Range<usize>> = match kind {
         BlockKind::Heading { .. } => return Vec::new(),
         BlockKind::Code if config.code_blocks == CodeBlocks::Skip => return Vec::new(),
-        BlockKind::Code | BlockKind::TableRow => vec![0..text.len()],
+        BlockKind::Code | BlockKind::TableRow => std::iter::once(0..text.len()).collect(),
         BlockKind::Paragraph | BlockKind::ListItem => {
             let mut units = Vec::new();
             for boundary in sentencex::get_sentence_boundaries(&config.language, text) {
-                split_after_closing_brackets(text, boundary.start_byte..boundary.end_byte, &mut units);
+                split_after_closing_brackets(
+                    text,
+                    boundary.start_byte..boundary.end_byte,
+                    &mut units,
+                );
             }
             reattach_opening_quotes(text, &mut units);
             units
@@ -118,13 +122,11 @@ fn cap_prose(text: &str, unit: Range<usize>, cap: usize, out: &mut Vec<Range<usi
 
 fn words(text: &str, unit: Range<usize>) -> impl Iterator<Item = Range<usize>> + '_ {
     let base = unit.start;
-    text[unit]
-        .split_whitespace()
-        .map(move |w| {
-            let offset = w.as_ptr() as usize - text.as_ptr() as usize;
-            debug_assert!(offset >= base);
-            offset..offset + w.len()
-        })
+    text[unit].split_whitespace().map(move |w| {
+        let offset = w.as_ptr() as usize - text.as_ptr() as usize;
+        debug_assert!(offset >= base);
+        offset..offset + w.len()
+    })
 }
 
 fn chop_word(text: &str, word: Range<usize>, max_chars: usize) -> Vec<Range<usize>> {

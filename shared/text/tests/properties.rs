@@ -5,7 +5,7 @@
 mod common;
 
 use casement_text::{
-    build_records, plan_upsert, segment, Format, MemoryIndex, Revision, TextConfig,
+    Format, MemoryIndex, Revision, TextConfig, build_records, plan_upsert, segment,
 };
 use common::{assert_same_document, rebuild};
 use proptest::prelude::*;
@@ -174,7 +174,10 @@ fn sentence() -> impl Strategy<Value = String> {
 }
 
 fn paragraph() -> impl Strategy<Value = Paragraph> {
-    (prop::bool::weighted(0.25), prop::collection::vec(sentence(), 1..6))
+    (
+        prop::bool::weighted(0.25),
+        prop::collection::vec(sentence(), 1..6),
+    )
         .prop_map(|(list, sentences)| Paragraph { list, sentences })
 }
 
@@ -232,7 +235,11 @@ fn config(radius: usize) -> TextConfig {
     }
 }
 
-fn plan_on(index: &MemoryIndex, revision: &Revision, config: &TextConfig) -> casement_text::ChangePlan {
+fn plan_on(
+    index: &MemoryIndex,
+    revision: &Revision,
+    config: &TextConfig,
+) -> casement_text::ChangePlan {
     plan_upsert(&index.records(&revision.doc_id), revision, config)
         .expect("plans")
         .0

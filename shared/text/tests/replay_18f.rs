@@ -20,19 +20,32 @@ fn incremental_equals_rebuild_after_every_revision_of_the_18f_sample() {
         reused += plan.reused_sections;
         if event.change == "rename" {
             renames += 1;
-            assert!(plan.embed.is_empty(), "rename of {} embeds nothing", event.doc_id);
+            assert!(
+                plan.embed.is_empty(),
+                "rename of {} embeds nothing",
+                event.doc_id
+            );
         }
         index.apply(&plan);
         let what = format!("{} r{} ({})", event.doc_id, event.revision, event.change);
         if event.is_delete() {
             deletes += 1;
-            assert!(index.points(&event.doc_id).is_none(), "{what}: points left after delete");
-            assert!(index.document(&event.doc_id).is_some_and(|d| d.deleted), "{what}: tombstone");
+            assert!(
+                index.points(&event.doc_id).is_none(),
+                "{what}: points left after delete"
+            );
+            assert!(
+                index.document(&event.doc_id).is_some_and(|d| d.deleted),
+                "{what}: tombstone"
+            );
             // A redelivered older revision cannot resurrect it.
             let mut older = event.clone();
             older.change = "update".into();
             older.revision -= 1;
-            assert!(plan_event(&index, &older, &config).is_none(), "{what}: resurrected");
+            assert!(
+                plan_event(&index, &older, &config).is_none(),
+                "{what}: resurrected"
+            );
             continue;
         }
         let expected = rebuild(&event.to_revision(), &config);
@@ -42,7 +55,11 @@ fn incremental_equals_rebuild_after_every_revision_of_the_18f_sample() {
         let again = plan_event(&index, event, &config).expect("equal revision is re-planned");
         assert!(again.is_noop(), "{what}: re-plan is not a no-op");
     }
-    assert_eq!((renames, deletes), (222, 25), "the sample's renames and deletes were replayed");
+    assert_eq!(
+        (renames, deletes),
+        (222, 25),
+        "the sample's renames and deletes were replayed"
+    );
     assert!(reused > 0, "unchanged sections were not re-segmented");
     assert!(
         embedded * 4 < rebuilt,

@@ -1,6 +1,6 @@
 //! Sentence boundaries and structure, per format, on real-looking text.
 
-use casement_text::{segment, CodeBlocks, Format, Revision, SegmentedRevision, TextConfig};
+use casement_text::{CodeBlocks, Format, Revision, SegmentedRevision, TextConfig, segment};
 
 fn revision(format: Format, content: &str) -> Revision {
     Revision {
@@ -146,13 +146,23 @@ fn code_blocks_can_be_skipped() {
         ..TextConfig::default()
     };
     let s = segment(
-        &revision(Format::Markdown, "Run this:\n\n```\nmake test\n```\n\nDone."),
+        &revision(
+            Format::Markdown,
+            "Run this:\n\n```\nmake test\n```\n\nDone.",
+        ),
         &config,
     )
     .expect("segments");
-    let got: Vec<&str> = s.sections[0].sentences.iter().map(|r| &s.text[r.clone()]).collect();
+    let got: Vec<&str> = s.sections[0]
+        .sentences
+        .iter()
+        .map(|r| &s.text[r.clone()])
+        .collect();
     assert_eq!(got, ["Run this:", "Done."]);
-    assert!(s.text.contains("make test"), "skipped code stays in the citation text");
+    assert!(
+        s.text.contains("make test"),
+        "skipped code stays in the citation text"
+    );
 }
 
 #[test]
@@ -166,10 +176,21 @@ fn html_headings_lists_tables_and_broken_markup() {
     assert_eq!(s.title, "Travel");
     assert_eq!(s.sections.len(), 2);
     assert_eq!(s.sections[1].heading_path, ["Travel", "Per diem"]);
-    let got: Vec<&str> = s.sections[1].sentences.iter().map(|r| &s.text[r.clone()]).collect();
+    let got: Vec<&str> = s.sections[1]
+        .sentences
+        .iter()
+        .map(|r| &s.text[r.clone()])
+        .collect();
     assert_eq!(
         got,
-        ["Meals are covered.", "Hotels too", "City | Rate", "Denver | $150", "Unclosed bold text.", "Still text."]
+        [
+            "Meals are covered.",
+            "Hotels too",
+            "City | Rate",
+            "Denver | $150",
+            "Unclosed bold text.",
+            "Still text."
+        ]
     );
     assert!(!s.text.contains("alert"));
 }
@@ -186,7 +207,11 @@ It has 2.1 million residents, per the {{nowrap|2020 census}}.\n\n\
     let paths: Vec<Vec<String>> = s.sections.iter().map(|x| x.heading_path.clone()).collect();
     assert_eq!(
         paths,
-        [vec![], vec!["History".to_owned()], vec!["History".to_owned(), "Middle Ages".to_owned()]]
+        [
+            vec![],
+            vec!["History".to_owned()],
+            vec!["History".to_owned(), "Middle Ages".to_owned()]
+        ]
     );
     let all = sentences(Format::Wikitext, wiki);
     assert_eq!(
@@ -213,12 +238,25 @@ fn long_sentences_are_capped_and_empty_documents_have_none() {
     };
     let long = format!("{} end.", vec!["word"; 100].join(" "));
     let s = segment(&revision(Format::Text, &long), &config).expect("segments");
-    let pieces: Vec<&str> = s.sections[0].sentences.iter().map(|r| &s.text[r.clone()]).collect();
+    let pieces: Vec<&str> = s.sections[0]
+        .sentences
+        .iter()
+        .map(|r| &s.text[r.clone()])
+        .collect();
     assert!(pieces.len() >= 5);
-    assert!(pieces.iter().all(|p| casement_text::estimate_tokens(p) <= 20));
+    assert!(
+        pieces
+            .iter()
+            .all(|p| casement_text::estimate_tokens(p) <= 20)
+    );
     assert_eq!(pieces.join(" "), long);
 
-    for format in [Format::Markdown, Format::Html, Format::Text, Format::Wikitext] {
+    for format in [
+        Format::Markdown,
+        Format::Html,
+        Format::Text,
+        Format::Wikitext,
+    ] {
         assert_eq!(segmented(format, "").sentence_count(), 0, "{format}");
         assert_eq!(segmented(format, "  \n\n ").sentence_count(), 0, "{format}");
     }
@@ -226,7 +264,10 @@ fn long_sentences_are_capped_and_empty_documents_have_none() {
 
 #[test]
 fn offsets_point_into_the_citation_text_for_unicode() {
-    let s = segmented(Format::Markdown, "# Café\n\nÉtienne a payé 3,5 €. Ça marche. 日本語のテキスト。");
+    let s = segmented(
+        Format::Markdown,
+        "# Café\n\nÉtienne a payé 3,5 €. Ça marche. 日本語のテキスト。",
+    );
     for section in &s.sections {
         for r in &section.sentences {
             assert!(s.text.is_char_boundary(r.start) && s.text.is_char_boundary(r.end));

@@ -24,9 +24,9 @@ pub fn extract(content: &str) -> ExtractedText {
             Event::Start(tag) => match tag {
                 Tag::MetadataBlock(MetadataBlockKind::YamlStyle) => in_metadata = true,
                 Tag::MetadataBlock(_) => in_metadata = true,
-                Tag::Heading { level, .. } => out.start_block(BlockKind::Heading {
-                    level: level as u8,
-                }),
+                Tag::Heading { level, .. } => {
+                    out.start_block(BlockKind::Heading { level: level as u8 })
+                }
                 Tag::Paragraph => {
                     if item_depth > 0 && out.open_kind() == Some(BlockKind::ListItem) {
                         out.push_space();

@@ -13,7 +13,9 @@ pub fn extract(content: &str) -> ExtractedText {
             out.start_block(BlockKind::ListItem);
             out.push_inline(line);
         } else {
-            if out.open_kind() == Some(BlockKind::ListItem) && line.starts_with(char::is_alphanumeric) {
+            if out.open_kind() == Some(BlockKind::ListItem)
+                && line.starts_with(char::is_alphanumeric)
+            {
                 out.start_block(BlockKind::Paragraph);
             }
             out.push_inline(line);

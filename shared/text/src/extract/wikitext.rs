@@ -111,14 +111,12 @@ fn render(nodes: &[Node<'_>], out: &mut TextBuilder) {
 fn render_external_link(nodes: &[Node<'_>], out: &mut TextBuilder) {
     let mut seen_url = false;
     for node in nodes {
-        if !seen_url {
-            if let Node::Text { value, .. } = node {
-                seen_url = true;
-                if let Some((_, label)) = value.split_once(char::is_whitespace) {
-                    out.push_inline(label);
-                }
-                continue;
+        if let (false, Node::Text { value, .. }) = (seen_url, node) {
+            seen_url = true;
+            if let Some((_, label)) = value.split_once(char::is_whitespace) {
+                out.push_inline(label);
             }
+            continue;
         }
         render(std::slice::from_ref(node), out);
     }

@@ -6,8 +6,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 
 use casement_text::{
-    fence, plan_delete, plan_upsert, ChangePlan, Fence, Format, MemoryIndex, Revision,
-    TextConfig,
+    ChangePlan, Fence, Format, MemoryIndex, Revision, TextConfig, fence, plan_delete, plan_upsert,
 };
 use serde::Deserialize;
 
@@ -73,15 +72,25 @@ pub fn read_events(path: &std::path::Path) -> Vec<CorpusEvent> {
 }
 
 /// Fences and plans one event against `index`, as the indexer does.
-pub fn plan_event(index: &MemoryIndex, event: &CorpusEvent, config: &TextConfig) -> Option<ChangePlan> {
-    match fence(index.document(&event.doc_id), event.revision, event.is_delete()) {
+pub fn plan_event(
+    index: &MemoryIndex,
+    event: &CorpusEvent,
+    config: &TextConfig,
+) -> Option<ChangePlan> {
+    match fence(
+        index.document(&event.doc_id),
+        event.revision,
+        event.is_delete(),
+    ) {
         Fence::Stale { .. } => None,
         Fence::Apply => {
             let current = index.records(&event.doc_id);
             Some(if event.is_delete() {
                 plan_delete(&current, &event.doc_id, event.revision)
             } else {
-                plan_upsert(&current, &event.to_revision(), config).expect("plans").0
+                plan_upsert(&current, &event.to_revision(), config)
+                    .expect("plans")
+                    .0
             })
         }
     }
@@ -96,8 +105,17 @@ pub fn rebuild(revision: &Revision, config: &TextConfig) -> MemoryIndex {
 }
 
 /// Same points (ids, payloads, vectors) and the same document state.
-pub fn assert_same_document(actual: &MemoryIndex, expected: &MemoryIndex, doc_id: &str, what: &str) {
-    assert_eq!(actual.document(doc_id), expected.document(doc_id), "{what}: document state");
+pub fn assert_same_document(
+    actual: &MemoryIndex,
+    expected: &MemoryIndex,
+    doc_id: &str,
+    what: &str,
+) {
+    assert_eq!(
+        actual.document(doc_id),
+        expected.document(doc_id),
+        "{what}: document state"
+    );
     let actual_points = actual.points(doc_id);
     let expected_points = expected.points(doc_id);
     if actual_points != expected_points {
@@ -105,7 +123,11 @@ pub fn assert_same_document(actual: &MemoryIndex, expected: &MemoryIndex, doc_id
         let e = expected_points.cloned().unwrap_or_default();
         let missing: Vec<_> = e.keys().filter(|k| !a.contains_key(k)).collect();
         let extra: Vec<_> = a.keys().filter(|k| !e.contains_key(k)).collect();
-        let differing: Vec<_> = e.iter().filter(|(k, v)| a.get(k).is_some_and(|x| x != *v)).map(|(k, _)| k).collect();
+        let differing: Vec<_> = e
+            .iter()
+            .filter(|(k, v)| a.get(k).is_some_and(|x| x != *v))
+            .map(|(k, _)| k)
+            .collect();
         panic!(
             "{what}: points differ from a rebuild: {} missing, {} extra, {} differing (first differing: {:?})",
             missing.len(),
@@ -116,7 +138,10 @@ pub fn assert_same_document(actual: &MemoryIndex, expected: &MemoryIndex, doc_id
     }
     if let Some(points) = actual_points {
         for point in points.values() {
-            assert_eq!(point.vector_of, point.record.embed_hash, "{what}: stale vector");
+            assert_eq!(
+                point.vector_of, point.record.embed_hash,
+                "{what}: stale vector"
+            );
         }
     }
 }
