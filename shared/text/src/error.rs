@@ -1,13 +1,9 @@
-use crate::revision::Format;
-
 /// Errors of the text core. Malformed markup is not an error (it still yields text);
 /// these are inputs that cannot be processed at all.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("unknown document format `{name}` (expected markdown, html, text or wikitext)")]
     UnknownFormat { name: String },
-    #[error("{format} parser gave up on document: {reason}")]
-    Parse { format: Format, reason: String },
     #[error("document `{doc_id}` is {bytes} bytes, over the limit of {limit}")]
     TooLarge {
         doc_id: String,

@@ -86,7 +86,7 @@ pub fn segment_reusing(
             limit: MAX_DOCUMENT_BYTES,
         });
     }
-    let extracted = extract::extract(revision.format, &revision.content)?;
+    let extracted = extract::extract(revision.format, &revision.content);
     let title = revision
         .title
         .clone()

@@ -348,3 +348,35 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Arbitrary input, markup characters included, never panics in any format: it yields
+    /// sentences that are trimmed slices of the citation text on char boundaries, windows
+    /// that contain their sentence, or an error value.
+    #[test]
+    fn any_input_in_any_format_segments_without_panic(
+        content in "([a-zA-Z .!?\\n#*|=\\[\\]{}<>/'\"`~:-]|<p>|</p>|<li>|\\[\\[|\\]\\]|\\{\\{|\\}\\}|\\{\\||\\|\\}|```|\u{e9}|\u{4e2d}){0,300}",
+        format in prop::sample::select(&[Format::Markdown, Format::Html, Format::Text, Format::Wikitext][..]),
+    ) {
+        let revision = Revision {
+            doc_id: "fuzz".into(), revision: 1, title: None, url: None, tenant: None,
+            format, content,
+        };
+        if let Ok(segmented) = segment(&revision, &TextConfig::default()) {
+            for section in &segmented.sections {
+                for range in &section.sentences {
+                    prop_assert!(segmented.text.is_char_boundary(range.start));
+                    prop_assert!(segmented.text.is_char_boundary(range.end));
+                    let sentence = &segmented.text[range.clone()];
+                    prop_assert!(!sentence.is_empty() && sentence == sentence.trim());
+                    prop_assert!(section.range.start <= range.start && range.end <= section.range.end);
+                }
+            }
+            for record in build_records(&segmented, &TextConfig::default()) {
+                prop_assert!(record.window.contains(&record.sentence));
+            }
+        }
+    }
+}

@@ -18,6 +18,28 @@ fn segmented(format: Format, content: &str) -> SegmentedRevision {
     segment(&revision(format, content), &TextConfig::default()).expect("segments")
 }
 
+/// The same prose as a paragraph of every format, to check boundaries format by format.
+fn in_every_format(prose: &str) -> Vec<(Format, String)> {
+    vec![
+        (Format::Text, prose.to_owned()),
+        (
+            Format::Markdown,
+            format!("---\ntitle: T\n---\n\n# Heading\n\n{prose}\n"),
+        ),
+        (
+            Format::Html,
+            format!("<html><body><h1>Heading</h1><p>{prose}</p></body></html>"),
+        ),
+        (Format::Wikitext, format!("== Heading ==\n{prose}\n")),
+    ]
+}
+
+fn assert_boundaries(prose: &str, expected: &[&str]) {
+    for (format, content) in in_every_format(prose) {
+        assert_eq!(sentences(format, &content), expected, "format {format}");
+    }
+}
+
 fn sentences(format: Format, content: &str) -> Vec<String> {
     let s = segmented(format, content);
     s.sections
@@ -28,67 +50,51 @@ fn sentences(format: Format, content: &str) -> Vec<String> {
 
 #[test]
 fn abbreviations_do_not_end_sentences() {
-    let got = sentences(
-        Format::Text,
+    assert_boundaries(
         "Dr. Smith joined Acme Inc. in March. She moved to the U.S. office, e.g. the one in Denver. Ask her.",
-    );
-    assert_eq!(
-        got,
-        [
+        &[
             "Dr. Smith joined Acme Inc. in March.",
             "She moved to the U.S. office, e.g. the one in Denver.",
-            "Ask her."
-        ]
+            "Ask her.",
+        ],
     );
 }
 
 #[test]
 fn decimals_and_versions_stay_whole() {
-    let got = sentences(
-        Format::Text,
+    assert_boundaries(
         "Upgrade to v1.2.3 before Friday. The fee rose 3.5 percent to $12.50 a seat. Then restart.",
-    );
-    assert_eq!(
-        got,
-        [
+        &[
             "Upgrade to v1.2.3 before Friday.",
             "The fee rose 3.5 percent to $12.50 a seat.",
-            "Then restart."
-        ]
+            "Then restart.",
+        ],
     );
 }
 
 #[test]
 fn urls_and_email_addresses_stay_whole() {
-    let got = sentences(
-        Format::Text,
+    assert_boundaries(
         "Write to help.desk@gsa.gov for access. The form is at https://handbook.tts.gsa.gov/travel/forms.html today. Keep a copy.",
-    );
-    assert_eq!(
-        got,
-        [
+        &[
             "Write to help.desk@gsa.gov for access.",
             "The form is at https://handbook.tts.gsa.gov/travel/forms.html today.",
-            "Keep a copy."
-        ]
+            "Keep a copy.",
+        ],
     );
 }
 
 #[test]
 fn ellipses_quotes_and_brackets() {
-    let got = sentences(
-        Format::Text,
+    assert_boundaries(
         "He paused... then left. She said, \"We ship on Monday.\" The team agreed. (Budget is tight.) We proceed.",
-    );
-    assert_eq!(
-        got,
-        [
+        &[
             "He paused... then left.",
             "She said, \"We ship on Monday.\"",
             "The team agreed.",
             "(Budget is tight.)",
-            "We proceed."
-        ]
+            "We proceed.",
+        ],
     );
 }
 
@@ -283,4 +289,19 @@ fn offsets_point_into_the_citation_text_for_unicode() {
             .collect();
         assert_eq!(by_chars, record.sentence);
     }
+}
+
+#[test]
+fn wikitext_the_parser_panics_on_still_yields_text() {
+    // Found by `properties::any_input_in_any_format_segments_without_panic`: parse-wiki-text-2
+    // slices inside '中' and panics on this input. The text must still come out.
+    let content = "{|中<li>'/<li></p>[[<li><p><</p>\n[[[[{éé```{{中é中中é</p><p>[[{|[[</p><p>[[```<p>{||}{|中]]{{<p><p><li><li>[[k{{</p>|}'``````'é[[</p>```<p>[[</p></p>]][[</p><p>[[]]=|}</p>{{<p>}}<p>?中{{<li>{{{|{{<p><li><li><li>é]]<li>]</p>]]<p>``````<p>{{}}</p><li><p>|}]]|}```</p>{{]]中中{|<p>{{<p><li></p></p>|}{{中|}|}é</p>]]```</p><<li>{{中```}}```X<li>```{{|}{{中{{{|</p>|}</p>{{{|</p>{{[[[[|}]]中{|]]<p>o```]][[<p><li>[[][[}}```<li>{|<li>é{|{|é</p>}}{{{{}}{|{|<li>]]<p>k{|<li>é</p>{|<li>```中<li>{{{||}<é<li>{|]]{{]]{{<p>{{]]</p>{{é{{]]é}}wé]]]```é']]<li>]]}}中ééé/```</p>é<p>中```{|中{{{|oé<li>é</p><li><p>{{{|中</p>中{|{{.]]中[[}}]</p>*";
+    let s = segmented(Format::Wikitext, content);
+    assert!(s.sentence_count() > 0);
+    assert!(s.text.contains("中中é"), "{}", s.text);
+    assert!(
+        s.text.contains("{{"),
+        "came out through the plain-text fallback: {}",
+        s.text
+    );
 }

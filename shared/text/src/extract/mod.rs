@@ -8,13 +8,12 @@ mod wikitext;
 
 pub use builder::{Block, BlockKind, ExtractedText, TextBuilder};
 
-use crate::error::Result;
 use crate::revision::Format;
 
 /// Extracts the citation text of `content`. Line endings are normalised first (`\r\n` and
 /// `\r` become `\n`), so a CMS that switches line endings does not change any offset.
-/// Broken markup still yields text; only wikitext the parser gives up on is an error.
-pub fn extract(format: Format, content: &str) -> Result<ExtractedText> {
+/// Broken markup still yields text; this never fails.
+pub fn extract(format: Format, content: &str) -> ExtractedText {
     let normalised;
     let content = if content.contains('\r') {
         normalised = content.replace("\r\n", "\n").replace('\r', "\n");
@@ -22,10 +21,10 @@ pub fn extract(format: Format, content: &str) -> Result<ExtractedText> {
     } else {
         content
     };
-    Ok(match format {
+    match format {
         Format::Markdown => markdown::extract(content),
         Format::Html => html::extract(content),
         Format::Text => plain::extract(content),
-        Format::Wikitext => wikitext::extract(content)?,
-    })
+        Format::Wikitext => wikitext::extract(content),
+    }
 }

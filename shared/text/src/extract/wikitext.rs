@@ -5,19 +5,23 @@
 use parse_wiki_text_2::{Configuration, Node, Parameter};
 
 use super::builder::{BlockKind, ExtractedText, TextBuilder};
-use crate::error::{Error, Result};
-use crate::revision::Format;
 
-pub fn extract(content: &str) -> Result<ExtractedText> {
-    let parsed = Configuration::default()
-        .parse(content)
-        .map_err(|e| Error::Parse {
-            format: Format::Wikitext,
-            reason: format!("{e:?}").chars().take(200).collect(),
-        })?;
-    let mut out = TextBuilder::new();
-    render(&parsed.nodes, &mut out);
-    Ok(out.finish(None))
+/// Wikitext the parser cannot handle (it gives up after its time limit, or panics on some
+/// malformed input, a bug of parse-wiki-text-2 found by our property tests) is extracted as
+/// plain text instead: the text is kept, with its markup characters.
+pub fn extract(content: &str) -> ExtractedText {
+    let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let configuration = Configuration::default();
+        configuration.parse(content).ok().map(|output| {
+            let mut out = TextBuilder::new();
+            render(&output.nodes, &mut out);
+            out.finish(None)
+        })
+    }));
+    match parsed {
+        Ok(Some(extracted)) => extracted,
+        Ok(None) | Err(_) => super::plain::extract(content),
+    }
 }
 
 fn render(nodes: &[Node<'_>], out: &mut TextBuilder) {
