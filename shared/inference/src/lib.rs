@@ -1,0 +1,15 @@
+//! Local inference for Casement: dense sentence embeddings with an ONNX model run by ONNX
+//! Runtime (loaded at run time from the library `make models` provisions) and a Hugging
+//! Face `tokenizer.json`.
+//!
+//! Kept out of the text core so that pure logic compiles without ONNX Runtime. Inference
+//! is synchronous and CPU-bound: callers run it on a blocking pool, never on an async task.
+
+pub mod config;
+pub mod embedder;
+pub mod error;
+mod runtime;
+
+pub use config::{EmbedderConfig, Precision, models_dir};
+pub use embedder::{Embed, OnnxEmbedder};
+pub use error::{Error, Result};
