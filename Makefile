@@ -23,5 +23,10 @@ test: models
 bench-text:
 	$(CARGO) bench --locked -p casement-text --bench text_replay
 
+## Embedder throughput and latency (fp32, int8) vs Python onnxruntime on the same files,
+## sentences, threads and batches; writes target/bench/embed.json.
+bench-embed: models
+	$(CARGO) bench --locked -p casement-inference --bench embed
+
 fmt:
 	$(CARGO) fmt --all

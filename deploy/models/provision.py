@@ -65,7 +65,7 @@ LICENSES = {
     "minilm": "Apache-2.0 (sentence-transformers/all-MiniLM-L6-v2; LICENSE and NOTICE beside the files)",
     "onnxruntime": "MIT (Microsoft ONNX Runtime)",
 }
-BUILD_TOOLS = ["numpy==2.3.5", "onnx==1.19.1"]
+BUILD_TOOLS = ["numpy==2.3.5", "onnx==1.19.1", "tokenizers==0.22.1"]
 
 
 class ProvisionError(Exception):
@@ -214,6 +214,8 @@ def main():
         files[relative] = {"sha256": sha256(path), "pinned": False, "source": how, "license": LICENSES["minilm"]}
         manifest.setdefault("files", {})[relative] = files[relative]
 
+    # The tools virtualenv is also the Python baseline of `make bench-embed`: keep it current.
+    venv_python()
     manifest = {
         "cache": str(CACHE),
         "embedding_model": "sentence-transformers/all-MiniLM-L6-v2 (384-d, mean pooling, L2-normalised, max 256 tokens)",

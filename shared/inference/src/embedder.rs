@@ -105,6 +105,11 @@ impl OnnxEmbedder {
         Ok(embedder)
     }
 
+    /// Tokens the model sees for `text` (special tokens included, after truncation).
+    pub fn count_tokens(&self, text: &str) -> Result<usize> {
+        Ok(self.encode(text)?.ids.len())
+    }
+
     fn encode(&self, text: &str) -> Result<Encoded> {
         let encoding = self
             .tokenizer
