@@ -1,6 +1,6 @@
 //! Local inference for Casement: dense sentence embeddings with an ONNX model run by ONNX
 //! Runtime (loaded at run time from the library `make models` provisions) and a Hugging
-//! Face `tokenizer.json`.
+//! Face `tokenizer.json`, and window rerankers (cross-encoder, embedding rescoring).
 //!
 //! Kept out of the text core so that pure logic compiles without ONNX Runtime. Inference
 //! is synchronous and CPU-bound: callers run it on a blocking pool, never on an async task.
@@ -8,8 +8,11 @@
 pub mod config;
 pub mod embedder;
 pub mod error;
+mod onnx;
+pub mod rerank;
 mod runtime;
 
 pub use config::{EmbedderConfig, Precision, models_dir};
-pub use embedder::{Embed, OnnxEmbedder};
+pub use embedder::{Embed, OnnxEmbedder, cosine};
 pub use error::{Error, Result};
+pub use rerank::{Candidate, CrossEncoder, CrossEncoderConfig, Rerank, Rescoring, order_by_score};

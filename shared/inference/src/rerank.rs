@@ -1,0 +1,214 @@
+//! Rerankers: score candidate windows against a query, higher is more relevant. Inputs are
+//! window texts (not lone sentences), truncated at the model's limit, batched.
+//!
+//! - [`CrossEncoder`]: any Hugging Face cross-encoder exported to ONNX with its
+//!   `tokenizer.json` (`[CLS] query [SEP] passage [SEP]`, one logit per pair).
+//! - [`Rescoring`] (the default when no cross-encoder is configured): the cosine between the
+//!   query embedding and the window embedding, blended with the retrieval score:
+//!   `w · cos(q, window) + (1 − w) · minmax(retrieval)`, `w` measured on SQuAD
+//!   (`make bench-rerank`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokenizers::{EncodeInput, Encoding, Tokenizer, TruncationStrategy};
+
+use crate::embedder::{Embed, cosine};
+use crate::error::{Error, Result};
+use crate::onnx::{OnnxModel, PaddedBatch, load_tokenizer, longest_first};
+
+/// One window to score, with the score retrieval gave it (reciprocal rank fusion).
+#[derive(Debug, Clone, Copy)]
+pub struct Candidate<'a> {
+    pub text: &'a str,
+    pub retrieval_score: f32,
+}
+
+pub trait Rerank: Send + Sync {
+    /// Identifies the reranker in responses and metrics.
+    fn name(&self) -> &str;
+    /// One score per candidate, in the candidates' order.
+    fn score(&self, query: &str, candidates: &[Candidate<'_>]) -> Result<Vec<f32>>;
+}
+
+/// Candidate indices by descending score (ties keep the retrieval order).
+pub fn order_by_score(scores: &[f32]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    order
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CrossEncoderConfig {
+    /// A directory with `model.onnx` (output `logits`, `[batch, 1]` or `[batch, 2]`) and
+    /// `tokenizer.json`.
+    pub model_dir: PathBuf,
+    pub onnxruntime_library: PathBuf,
+    pub threads: usize,
+    pub batch_size: usize,
+    /// Tokens per pair; the passage is truncated, never the query.
+    pub max_tokens: usize,
+}
+
+impl Default for CrossEncoderConfig {
+    fn default() -> Self {
+        let models = crate::config::models_dir();
+        Self {
+            model_dir: models.join("cross-encoder"),
+            onnxruntime_library: models.join("onnxruntime/libonnxruntime.so.1.31.1"),
+            threads: std::thread::available_parallelism().map_or(2, usize::from),
+            batch_size: 16,
+            max_tokens: 256,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct CrossEncoder {
+    model: OnnxModel,
+    tokenizer: Tokenizer,
+    batch_size: usize,
+    name: String,
+}
+
+impl CrossEncoder {
+    pub fn load(config: &CrossEncoderConfig) -> Result<Self> {
+        if config.batch_size == 0 || config.threads == 0 {
+            return Err(Error::Config {
+                reason: "cross-encoder batch_size and threads must be at least 1".to_owned(),
+            });
+        }
+        let tokenizer = load_tokenizer(
+            &config.model_dir.join("tokenizer.json"),
+            config.max_tokens,
+            TruncationStrategy::OnlySecond,
+        )?;
+        let model = OnnxModel::load(
+            &config.model_dir.join("model.onnx"),
+            &config.onnxruntime_library,
+            config.threads,
+        )?;
+        let name = format!(
+            "cross-encoder:{}",
+            config
+                .model_dir
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        );
+        Ok(Self {
+            model,
+            tokenizer,
+            batch_size: config.batch_size,
+            name,
+        })
+    }
+
+    /// The pair encoding `[CLS] query [SEP] passage [SEP]` (exposed for tests).
+    pub fn encode_pair(&self, query: &str, passage: &str) -> Result<Encoding> {
+        self.tokenizer
+            .encode(EncodeInput::Dual(query.into(), passage.into()), true)
+            .map_err(|e| Error::Inference {
+                reason: format!("tokenizer: {e}"),
+            })
+    }
+}
+
+impl Rerank for CrossEncoder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn score(&self, query: &str, candidates: &[Candidate<'_>]) -> Result<Vec<f32>> {
+        let encodings: Vec<Encoding> = candidates
+            .iter()
+            .map(|c| self.encode_pair(query, c.text))
+            .collect::<Result<_>>()?;
+        let mut scores = vec![0f32; candidates.len()];
+        for chunk in longest_first(&encodings).chunks(self.batch_size) {
+            let batch = PaddedBatch::new(&chunk.iter().map(|&i| &encodings[i]).collect::<Vec<_>>());
+            let logits = self.model.run(&batch, "logits", |shape, values| {
+                let classes = shape.last().copied().unwrap_or(1).max(1) as usize;
+                // One logit: relevance. Two: [not relevant, relevant] → their difference.
+                (0..batch.rows)
+                    .map(|row| match classes {
+                        1 => values[row],
+                        _ => values[row * classes + classes - 1] - values[row * classes],
+                    })
+                    .collect::<Vec<f32>>()
+            })?;
+            for (&index, logit) in chunk.iter().zip(logits) {
+                scores[index] = logit;
+            }
+        }
+        Ok(scores)
+    }
+}
+
+/// The default reranker: embedding similarity of the query to the whole window, blended
+/// with the retrieval score. No extra model; reuses the embedder.
+#[derive(Clone)]
+pub struct Rescoring {
+    embedder: Arc<dyn Embed>,
+    weight: f32,
+    name: String,
+}
+
+impl std::fmt::Debug for Rescoring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rescoring")
+            .field("model", &self.embedder.model_id())
+            .field("weight", &self.weight)
+            .finish()
+    }
+}
+
+/// The blend weight measured on SQuAD (held-out half; `make bench-rerank`).
+pub const DEFAULT_RESCORING_WEIGHT: f32 = 0.7;
+
+impl Rescoring {
+    pub fn new(embedder: Arc<dyn Embed>, weight: f32) -> Self {
+        let name = format!("rescoring:{}", embedder.model_id());
+        Self {
+            embedder,
+            weight: weight.clamp(0.0, 1.0),
+            name,
+        }
+    }
+}
+
+impl Rerank for Rescoring {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn score(&self, query: &str, candidates: &[Candidate<'_>]) -> Result<Vec<f32>> {
+        let mut texts: Vec<&str> = Vec::with_capacity(candidates.len() + 1);
+        texts.push(query);
+        texts.extend(candidates.iter().map(|c| c.text));
+        let vectors = self.embedder.embed(&texts)?;
+        Ok(blend(&vectors[0], &vectors[1..], candidates, self.weight))
+    }
+}
+
+/// `w · cos(q, window) + (1 − w) · minmax(retrieval)`; min-max over this candidate set, so
+/// the blend does not depend on the fusion's score scale.
+pub fn blend(
+    query: &[f32],
+    windows: &[Vec<f32>],
+    candidates: &[Candidate<'_>],
+    weight: f32,
+) -> Vec<f32> {
+    let (low, high) = candidates.iter().fold((f32::MAX, f32::MIN), |(l, h), c| {
+        (l.min(c.retrieval_score), h.max(c.retrieval_score))
+    });
+    let span = (high - low).max(f32::EPSILON);
+    windows
+        .iter()
+        .zip(candidates)
+        .map(|(window, c)| {
+            weight * cosine(query, window) + (1.0 - weight) * (c.retrieval_score - low) / span
+        })
+        .collect()
+}
