@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run test models bench-text bench-embed fmt
+.PHONY: run test models bench-text bench-embed bench-rerank fmt
 
 ## Replay the bundled sample through the text core and show what would be indexed.
 run:
@@ -27,6 +27,11 @@ bench-text:
 ## sentences, threads and batches; writes target/bench/embed.json.
 bench-embed: models
 	$(CARGO) bench --locked -p casement-inference --bench embed
+
+## Default rescoring reranker vs retrieval order on SQuAD questions (weight tuned on one
+## half, reported on the other); writes target/bench/rerank.json.
+bench-rerank: models
+	$(CARGO) bench --locked -p casement-inference --bench rerank
 
 fmt:
 	$(CARGO) fmt --all

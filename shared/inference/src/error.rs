@@ -14,6 +14,8 @@ pub enum Error {
     Signature { path: PathBuf, name: String },
     #[error("inference failed: {reason}")]
     Inference { reason: String },
+    #[error("remote model at {url} failed: {reason}")]
+    Remote { url: String, reason: String },
     #[error("invalid embedder configuration: {reason}")]
     Config { reason: String },
 }

@@ -9,10 +9,16 @@ pub mod config;
 pub mod embedder;
 pub mod error;
 mod onnx;
+pub mod pool;
+pub mod remote;
 pub mod rerank;
 mod runtime;
 
 pub use config::{EmbedderConfig, Precision, models_dir};
 pub use embedder::{Embed, OnnxEmbedder, cosine};
 pub use error::{Error, Result};
-pub use rerank::{Candidate, CrossEncoder, CrossEncoderConfig, Rerank, Rescoring, order_by_score};
+pub use pool::BlockingPool;
+pub use remote::{OpenAiEmbedder, RemoteConfig, RemoteReranker};
+pub use rerank::{
+    Candidate, CrossEncoder, CrossEncoderConfig, Rerank, RerankerConfig, Rescoring, order_by_score,
+};
