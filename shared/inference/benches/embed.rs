@@ -3,11 +3,19 @@
 //! same model files, sentences, threads and batch sizes (`deploy/models/bench_python.py`, run
 //! in the same invocation). Prints a table; writes `target/bench/embed.json`.
 
+#[path = "../tests/support/plumbing.rs"]
+mod plumbing;
+
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Instant;
 
-use casement_inference::{Embed, EmbedderConfig, OnnxEmbedder, Precision, models_dir};
+use casement_inference::rerank::DEFAULT_RESCORING_WEIGHT;
+use casement_inference::{
+    Candidate, CrossEncoder, CrossEncoderConfig, Embed, EmbedderConfig, OnnxEmbedder, Precision,
+    Rerank, Rescoring, models_dir,
+};
 use casement_text::{Format, Revision, TextConfig, segment};
 
 const THREADS: usize = 2;
@@ -136,12 +144,92 @@ fn main() {
         "python_onnxruntime".into(),
         serde_json::Value::Object(python),
     );
+    report.insert("rerank_pairs_per_s".into(), rerank_throughput(&sentences));
     report.insert("threads".into(), THREADS.into());
     report.insert("sentences".into(), sentences.len().into());
     let out = target.join("embed.json");
     std::fs::write(&out, serde_json::to_string_pretty(&report).expect("json"))
         .expect("write report");
     println!("wrote {}", out.display());
+}
+
+/// Query-window pairs per second for each local reranker, 10 windows of ~150 words per
+/// query (what the query service sends), median of the repeats.
+fn rerank_throughput(sentences: &[String]) -> serde_json::Value {
+    let mut windows = Vec::new();
+    let mut current = String::new();
+    for sentence in sentences {
+        current.push_str(sentence);
+        current.push(' ');
+        if current.split_whitespace().count() >= 150 {
+            windows.push(std::mem::take(&mut current));
+        }
+    }
+    let windows: Vec<&str> = windows.iter().map(String::as_str).take(40).collect();
+    let candidates: Vec<Candidate<'_>> = windows
+        .iter()
+        .map(|w| Candidate {
+            text: w,
+            retrieval_score: 0.0,
+        })
+        .collect();
+    let embedder: Arc<dyn Embed> = Arc::new(
+        OnnxEmbedder::load(&EmbedderConfig {
+            threads: THREADS,
+            ..EmbedderConfig::default()
+        })
+        .expect("model loads"),
+    );
+    let cross_config = CrossEncoderConfig {
+        model_dir: plumbing::plumbing_cross_encoder(),
+        threads: THREADS,
+        ..CrossEncoderConfig::default()
+    };
+    let rerankers: Vec<(String, Box<dyn Rerank>)> = vec![
+        (
+            "rescoring_int8".into(),
+            Box::new(Rescoring::new(embedder, DEFAULT_RESCORING_WEIGHT)),
+        ),
+        (
+            "cross_encoder_minilm_l6_fp32_256".into(),
+            Box::new(CrossEncoder::load(&cross_config).expect("cross-encoder loads")),
+        ),
+        (
+            "cross_encoder_minilm_l6_fp32_128".into(),
+            Box::new(
+                CrossEncoder::load(&CrossEncoderConfig {
+                    max_tokens: 128,
+                    ..cross_config.clone()
+                })
+                .expect("loads"),
+            ),
+        ),
+    ];
+    let mut result = serde_json::Map::new();
+    println!(
+        "\nrerankers, 10 windows of ~150 words per query ({} pairs per run)",
+        candidates.len()
+    );
+    for (name, reranker) in rerankers {
+        let rates: Vec<f64> = (0..REPEATS)
+            .map(|_| {
+                let started = Instant::now();
+                for chunk in candidates.chunks(10) {
+                    reranker
+                        .score("how do I get reimbursed for travel", chunk)
+                        .expect("scores");
+                }
+                candidates.len() as f64 / started.elapsed().as_secs_f64()
+            })
+            .collect();
+        let rate = median(rates);
+        println!(
+            "{name:<36} {rate:>8.1} pairs/s  ({:.0} ms per query of 10 windows)",
+            10_000.0 / rate
+        );
+        result.insert(name, rate.into());
+    }
+    serde_json::Value::Object(result)
 }
 
 fn rate(embedder: &OnnxEmbedder, texts: &[&str]) -> f64 {

@@ -57,7 +57,10 @@ fn link_tree(from: &Path, to: &Path) {
         } else if entry.file_type().expect("type").is_dir() {
             link_tree(&entry.path(), &target);
         } else {
-            std::fs::hard_link(entry.path(), &target).expect("hard link");
+            // A copy where the cache and the temp dir are on different filesystems.
+            std::fs::hard_link(entry.path(), &target)
+                .or_else(|_| std::fs::copy(entry.path(), &target).map(|_| ()))
+                .expect("link or copy");
         }
     }
 }
