@@ -8,9 +8,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
-    /// `model.onnx`: full precision.
+    /// `model.onnx`: full precision. A text's vector does not depend on the batch it is
+    /// computed in, which the index needs (incremental equals rebuild).
     Fp32,
-    /// `model.int8.onnx`: dynamic int8 weights, faster on CPU, cosine ≥ 0.97 to fp32.
+    /// `model.int8.onnx`: dynamic int8, about 2× faster on CPU, cosine ≥ 0.97 to fp32.
+    /// Dynamic quantisation scales activations per batch, so a text's vector depends on
+    /// the other texts of its batch (cosine down to 0.96 between alone and in a batch of
+    /// 32). With `batch_size = 1` it is batch-independent and still faster than fp32 at
+    /// batch 32 (`make bench-embed`).
     Int8,
 }
 
@@ -58,7 +63,7 @@ impl Default for EmbedderConfig {
         let models = models_dir();
         Self {
             model_dir: models.join("all-MiniLM-L6-v2"),
-            precision: Precision::Int8,
+            precision: Precision::Fp32,
             onnxruntime_library: models.join("onnxruntime/libonnxruntime.so.1.31.1"),
             threads: std::thread::available_parallelism().map_or(2, usize::from),
             batch_size: 32,

@@ -88,7 +88,46 @@ fn a_missing_model_is_a_clear_error() {
         .expect_err("no model")
         .to_string();
     assert!(
-        error.contains("/nonexistent/model/model.int8.onnx") && error.contains("make models"),
+        error.contains("/nonexistent/model/model.onnx") && error.contains("make models"),
         "{error}"
+    );
+}
+
+fn embed_alone_and_together(config: &EmbedderConfig) -> f32 {
+    let embedder = OnnxEmbedder::load(config).expect("model loads");
+    let references = references();
+    let texts: Vec<&str> = references.iter().map(|r| r.text.as_str()).collect();
+    let together = embedder.embed(&texts).expect("embeds");
+    texts
+        .iter()
+        .zip(&together)
+        .map(|(text, batched)| {
+            let alone = embedder.embed(&[text]).expect("embeds").remove(0);
+            alone.iter().zip(batched).map(|(a, b)| a * b).sum::<f32>()
+        })
+        .fold(f32::MAX, f32::min)
+}
+
+/// Invariant 1 needs a sentence's vector to be the same whether it is embedded with its
+/// whole document (rebuild) or with a few edited neighbours (incremental).
+#[test]
+fn a_vector_does_not_depend_on_the_batch_it_is_computed_in() {
+    let fp32 = embed_alone_and_together(&EmbedderConfig {
+        precision: Precision::Fp32,
+        batch_size: 32,
+        ..EmbedderConfig::default()
+    });
+    assert!(
+        fp32 >= 0.99999,
+        "fp32 alone vs in a batch of 32: min cosine {fp32}"
+    );
+    let int8_single = embed_alone_and_together(&EmbedderConfig {
+        precision: Precision::Int8,
+        batch_size: 1,
+        ..EmbedderConfig::default()
+    });
+    assert!(
+        int8_single >= 0.99999,
+        "int8 with batch_size 1: min cosine {int8_single}"
     );
 }
