@@ -3,6 +3,8 @@
 //! same model files, sentences, threads and batch sizes (`deploy/models/bench_python.py`, run
 //! in the same invocation). Prints a table; writes `target/bench/embed.json`.
 
+#[path = "../tests/support/bench_output.rs"]
+mod bench_output;
 #[path = "../tests/support/plumbing.rs"]
 mod plumbing;
 
@@ -25,13 +27,7 @@ const REPEATS: usize = 5;
 
 fn main() {
     let sentences = corpus_sentences();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-            PathBuf::from,
-        )
-        .join("bench");
-    std::fs::create_dir_all(&target).expect("mkdir target/bench");
+    let target = bench_output::bench_dir();
     let sentences_file = target.join("embed-sentences.json");
     std::fs::write(
         &sentences_file,

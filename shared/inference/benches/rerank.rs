@@ -4,10 +4,11 @@
 //! rescoring throughput (query-window pairs per second, windows of ~150 words).
 //! Writes `target/bench/rerank.json`.
 
+#[path = "../tests/support/bench_output.rs"]
+mod bench_output;
 #[path = "../tests/support/squad.rs"]
 mod squad;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -111,13 +112,7 @@ fn main() {
             }),
         );
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-            PathBuf::from,
-        )
-        .join("bench");
-    std::fs::create_dir_all(&target).expect("mkdir");
+    let target = bench_output::bench_dir();
     std::fs::write(
         target.join("rerank.json"),
         serde_json::to_string_pretty(&report).expect("json"),

@@ -31,10 +31,6 @@ impl BlockingPool {
         }
     }
 
-    pub fn embedder(&self) -> &Arc<dyn Embed> {
-        &self.embedder
-    }
-
     /// Embeds on the blocking pool; the calling task only awaits.
     pub async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>> {
         let _permit = self.permits.acquire().await.map_err(|_| Error::Inference {

@@ -10,12 +10,6 @@ pub enum Error {
         bytes: usize,
         limit: usize,
     },
-    #[error("plan for `{plan_doc}` revision {revision} applied to document `{state_doc}`")]
-    WrongDocument {
-        plan_doc: String,
-        state_doc: String,
-        revision: u64,
-    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

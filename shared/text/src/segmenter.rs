@@ -50,10 +50,6 @@ impl SegmentedRevision {
     pub fn sentence_count(&self) -> usize {
         self.sections.iter().map(|s| s.sentences.len()).sum()
     }
-
-    pub fn sentence_text(&self, range: &Range<usize>) -> &str {
-        &self.text[range.clone()]
-    }
 }
 
 /// A section as the index holds it: its content hash and, per sentence, the character
