@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run test models bench-text bench-embed bench-rerank fmt
+.PHONY: run test models bench-text bench-embed bench-rerank bench-store fmt
 
 ## Replay the bundled sample through the text core and show what would be indexed.
 run:
@@ -32,6 +32,11 @@ bench-embed: models
 ## half, reported on the other); writes target/bench/rerank.json.
 bench-rerank: models
 	$(CARGO) bench --locked -p casement-inference --bench rerank
+
+## Qdrant Edge upsert throughput, hybrid query p50/p95/p99 at 10k and 100k points and disk
+## per 100k points, on SQuAD sentences (needs ../shared/data); writes target/bench/store.json.
+bench-store:
+	$(CARGO) bench --locked -p casement-store --bench store
 
 fmt:
 	$(CARGO) fmt --all

@@ -1,0 +1,146 @@
+//! Store settings: which backend, where it lives, and the BM25 and fusion parameters that
+//! both backends share.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// Qdrant Edge in-process, persisted under `edge.path` (the embedded default).
+    Edge,
+    /// A Qdrant server or cluster through gRPC at `server.url`.
+    Server,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    pub backend: Backend,
+    /// Collection name on a server; recorded in the data directory on Edge.
+    pub collection: String,
+    pub edge: EdgeSettings,
+    pub server: ServerSettings,
+    pub bm25: Bm25Settings,
+    /// Reciprocal rank fusion constant: score = Σ 1 / (k + rank). 60 is the value of the
+    /// original RRF paper; smaller values favour each channel's first hits more.
+    pub rrf_k: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Edge,
+            collection: "casement".to_owned(),
+            edge: EdgeSettings::default(),
+            server: ServerSettings::default(),
+            bm25: Bm25Settings::default(),
+            rrf_k: 60,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EdgeSettings {
+    /// Data directory (segments and write-ahead log); created when missing.
+    pub path: PathBuf,
+    /// Build the HNSW index once this many dense vectors are not indexed yet; below it a
+    /// search scans them, which is fast at that size.
+    pub index_after_points: usize,
+    /// Flush the write-ahead log and segments to disk after every applied plan, so an
+    /// acknowledged write survives a power loss, not only a crash of the process.
+    pub flush_every_write: bool,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        Self {
+            path: PathBuf::from("data/index"),
+            index_after_points: 20_000,
+            flush_every_write: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    /// gRPC endpoint; `https://` turns TLS on (system roots).
+    pub url: String,
+    /// Sent as the `api-key` header; prefer the environment for it
+    /// (`..._STORE__SERVER__API_KEY`).
+    pub api_key: Option<String>,
+    pub timeout_secs: u64,
+    pub connect_timeout_secs: u64,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            url: "http://localhost:6334".to_owned(),
+            api_key: None,
+            timeout_secs: 10,
+            connect_timeout_secs: 5,
+        }
+    }
+}
+
+/// Parameters of the BM25 document vectors. IDF is applied by Qdrant (the sparse vector's
+/// IDF modifier), so only term frequency and length normalisation happen here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Bm25Settings {
+    /// Language of stopwords and stemmer, as Qdrant names it (`english`, `german`, ...).
+    pub language: String,
+    pub k1: f64,
+    pub b: f64,
+    /// Average length in tokens of what is indexed (a sentence with its context preamble).
+    pub avg_len: f64,
+}
+
+impl Default for Bm25Settings {
+    fn default() -> Self {
+        Self {
+            language: "english".to_owned(),
+            k1: 1.2,
+            b: 0.75,
+            avg_len: 24.0,
+        }
+    }
+}
+
+impl StoreConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.collection.is_empty()
+            || !self
+                .collection
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(format!(
+                "store.collection = {:?} must be non-empty ASCII letters, digits, '_' or '-'",
+                self.collection
+            ));
+        }
+        if self.rrf_k == 0 {
+            return Err("store.rrf_k must be at least 1".into());
+        }
+        if self.edge.path.as_os_str().is_empty() {
+            return Err("store.edge.path must not be empty".into());
+        }
+        if self.backend == Backend::Server
+            && !(self.server.url.starts_with("http://") || self.server.url.starts_with("https://"))
+        {
+            return Err(format!(
+                "store.server.url = {:?} must start with http:// or https://",
+                self.server.url
+            ));
+        }
+        if self.server.timeout_secs == 0 || self.server.connect_timeout_secs == 0 {
+            return Err("store.server timeouts must be at least 1 second".into());
+        }
+        crate::bm25::Bm25::new(&self.bm25).map(|_| ())
+    }
+}

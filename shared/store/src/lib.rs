@@ -1,0 +1,173 @@
+//! Casement's vector store: one async contract ([`Store`]) over two backends,
+//! - [`EdgeStore`]: Qdrant Edge, the Qdrant engine in-process, persisted to a data
+//!   directory with its write-ahead log (the embedded default);
+//! - [`ServerStore`]: a Qdrant server or cluster through `qdrant-client` (gRPC).
+//!
+//! Both create the same schema (see [`schema`]), compute the same BM25 sparse vectors
+//! ([`bm25`]) and pass the same contract suite (`tests/contract.rs`).
+//!
+//! The index itself is the state (DESIGN.md): the differ plans from [`Store::records`], and
+//! [`Store::apply`] writes a plan in its operation order (upserts, payload updates,
+//! deletes, revision stamp, document state), so a write cut off anywhere heals when the
+//! same revision is planned against what the store returns and applied again.
+
+pub mod bm25;
+pub mod config;
+mod edge;
+mod error;
+pub mod schema;
+mod server;
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use uuid::Uuid;
+
+pub use bm25::{Bm25, SparseVector};
+pub use config::{Backend, Bm25Settings, EdgeSettings, ServerSettings, StoreConfig};
+pub use edge::EdgeStore;
+pub use error::{Error, Result};
+pub use server::ServerStore;
+
+/// What [`Store::apply`] did with a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Written (possibly only the first operations, with [`Store::apply_first`]).
+    Written,
+    /// The store holds a newer revision of the document, or a tombstone at or after the
+    /// plan's revision: nothing was written.
+    Stale { indexed_revision: u64 },
+}
+
+/// A payload filter on queries. An empty `doc_ids` means every document.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryFilter {
+    pub tenant: Option<String>,
+    pub doc_ids: Vec<String>,
+}
+
+/// One hybrid query: dense and BM25 candidates fused by reciprocal rank fusion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HybridQuery {
+    /// The query's dense embedding.
+    pub dense: Vec<f32>,
+    /// The query text, encoded to a BM25 sparse vector by the store.
+    pub text: String,
+    /// Fused hits to return.
+    pub limit: usize,
+    /// Candidates fetched from each channel before fusion.
+    pub candidates: usize,
+    pub filter: QueryFilter,
+    /// Also report each hit's rank in the dense and in the sparse channel alone (two more
+    /// searches; for debugging and tests).
+    pub channel_ranks: bool,
+}
+
+/// A sentence hit with its payload and fused score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub record: SentenceRecord,
+    /// Reciprocal-rank-fusion score.
+    pub score: f32,
+    /// 1-based rank among the dense candidates (when asked for and within `candidates`).
+    pub dense_rank: Option<usize>,
+    /// 1-based rank among the BM25 candidates (when asked for and within `candidates`).
+    pub sparse_rank: Option<usize>,
+}
+
+/// Index-growth figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoreStats {
+    /// Sentence points.
+    pub points: u64,
+    /// Documents currently indexed (not deleted).
+    pub documents: u64,
+    /// Deleted documents whose tombstone is kept.
+    pub tombstones: u64,
+    /// Bytes on disk, where the backend knows it (Edge: the data directory).
+    pub disk_bytes: Option<u64>,
+}
+
+/// The store contract. Every method is safe to call concurrently; writes of one document
+/// must come from one caller at a time (the indexer orders events per document).
+pub trait Store: Send + Sync {
+    /// The dimension of the dense vectors this store holds.
+    fn dimension(&self) -> usize;
+
+    /// The indexed state of a document (or its tombstone), if any.
+    fn document(&self, doc_id: &str) -> impl Future<Output = Result<Option<DocumentState>>> + Send;
+
+    /// The document's sentence records as stored (no vectors): what the differ consumes.
+    fn records(&self, doc_id: &str) -> impl Future<Output = Result<Vec<SentenceRecord>>> + Send;
+
+    /// Writes `plan`, with `vectors[i]` the dense embedding of `plan.embed[i]`, unless the
+    /// revision fence says the plan is stale.
+    fn apply(
+        &self,
+        plan: &ChangePlan,
+        vectors: &[Vec<f32>],
+    ) -> impl Future<Output = Result<Applied>> + Send {
+        self.apply_first(plan, vectors, usize::MAX)
+    }
+
+    /// Writes only the first `count` operations of `plan` (in [`ChangePlan::operations`]
+    /// order), as a write cut off by a crash would. The same fence applies.
+    fn apply_first(
+        &self,
+        plan: &ChangePlan,
+        vectors: &[Vec<f32>],
+        count: usize,
+    ) -> impl Future<Output = Result<Applied>> + Send;
+
+    /// Hybrid search: dense and BM25 candidates fused by RRF in one engine query.
+    fn query(&self, query: &HybridQuery) -> impl Future<Output = Result<Vec<Hit>>> + Send;
+
+    /// Stored dense vectors of the given sentence points (missing ids are left out).
+    fn dense_vectors(
+        &self,
+        ids: &[Uuid],
+    ) -> impl Future<Output = Result<HashMap<Uuid, Vec<f32>>>> + Send;
+
+    fn stats(&self) -> impl Future<Output = Result<StoreStats>> + Send;
+}
+
+/// Deletes a document: every point goes and a tombstone at `revision` stays, so a later
+/// event with an older revision cannot bring it back.
+pub async fn delete_document<S: Store>(store: &S, doc_id: &str, revision: u64) -> Result<Applied> {
+    let current = store.records(doc_id).await?;
+    let plan = casement_text::plan_delete(&current, doc_id, revision);
+    store.apply(&plan, &[]).await
+}
+
+/// Checks a plan's vectors before anything is written.
+pub(crate) fn check_vectors(
+    plan: &ChangePlan,
+    vectors: &[Vec<f32>],
+    dimension: usize,
+) -> Result<()> {
+    if vectors.len() != plan.embed.len() {
+        return Err(Error::VectorCount {
+            doc_id: plan.doc_id.clone(),
+            records: plan.embed.len(),
+            vectors: vectors.len(),
+        });
+    }
+    if let Some(bad) = vectors.iter().find(|v| v.len() != dimension) {
+        return Err(Error::Dimension {
+            expected: dimension,
+            got: bad.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The revision fence at the store: the same rule the pipeline applies before planning.
+pub(crate) fn fence(indexed: Option<&DocumentState>, plan: &ChangePlan) -> Option<Applied> {
+    match casement_text::fence(indexed, plan.revision, plan.document.deleted) {
+        casement_text::Fence::Apply => None,
+        casement_text::Fence::Stale { indexed_revision } => {
+            Some(Applied::Stale { indexed_revision })
+        }
+    }
+}

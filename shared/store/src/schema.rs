@@ -1,0 +1,143 @@
+//! The collection schema both backends create, and the mapping between Casement's records
+//! and point payloads (DESIGN.md, "Point model").
+//!
+//! One collection holds two kinds of points, told apart by the `kind` payload field:
+//! - `sentence`: one per indexed sentence, with a dense vector (`dense`, cosine) and a
+//!   BM25 sparse vector (`bm25`, IDF modifier) and the `SentenceRecord` as payload;
+//! - `document`: one per document, without vectors, holding its `DocumentState` (indexed
+//!   revision, or the tombstone of a delete). It is written after the document's sentences,
+//!   so it never claims a revision whose points are not all in place.
+
+use casement_text::{DocumentState, SentenceRecord};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+
+pub const DENSE_VECTOR: &str = "dense";
+pub const SPARSE_VECTOR: &str = "bm25";
+
+pub const KIND: &str = "kind";
+pub const KIND_SENTENCE: &str = "sentence";
+pub const KIND_DOCUMENT: &str = "document";
+
+/// Payload indexes: what filters and scrolls select on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    Keyword,
+    Integer,
+}
+
+pub const INDEXED_FIELDS: [(&str, FieldType); 5] = [
+    ("doc_id", FieldType::Keyword),
+    ("tenant", FieldType::Keyword),
+    ("section_id", FieldType::Keyword),
+    ("revision", FieldType::Integer),
+    (KIND, FieldType::Keyword),
+];
+
+/// Namespace of document-state point ids (distinct from sentence ids').
+const DOCUMENT_ID_NAMESPACE: Uuid = Uuid::from_u128(0x2f0b_94c1_5d6e_4a37_8c1f_7e59_b3a0_64d2);
+
+pub fn document_point_id(doc_id: &str) -> Uuid {
+    Uuid::new_v5(&DOCUMENT_ID_NAMESPACE, doc_id.as_bytes())
+}
+
+pub(crate) fn check_revision(revision: u64) -> Result<i64> {
+    i64::try_from(revision).map_err(|_| Error::RevisionRange(revision))
+}
+
+/// A sentence record as a payload: every field but `id` (the point id), plus `kind`.
+pub fn sentence_payload(record: &SentenceRecord) -> Result<Map<String, Value>> {
+    check_revision(record.revision)?;
+    let Value::Object(mut map) = serde_json::to_value(record).map_err(|e| Error::Payload {
+        doc_id: record.doc_id.clone(),
+        message: e.to_string(),
+    })?
+    else {
+        unreachable!("a struct serialises to a JSON object")
+    };
+    map.remove("id");
+    map.insert(KIND.to_owned(), Value::from(KIND_SENTENCE));
+    Ok(map)
+}
+
+pub fn sentence_from_payload(id: Uuid, mut payload: Map<String, Value>) -> Result<SentenceRecord> {
+    payload.remove(KIND);
+    payload.insert("id".to_owned(), Value::from(id.to_string()));
+    let doc_id = payload
+        .get("doc_id")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_owned();
+    serde_json::from_value(Value::Object(payload)).map_err(|e| Error::Payload {
+        doc_id,
+        message: format!("point {id}: {e}"),
+    })
+}
+
+pub fn document_payload(state: &DocumentState) -> Result<Map<String, Value>> {
+    check_revision(state.revision)?;
+    let Value::Object(mut map) = serde_json::to_value(state).map_err(|e| Error::Payload {
+        doc_id: state.doc_id.clone(),
+        message: e.to_string(),
+    })?
+    else {
+        unreachable!("a struct serialises to a JSON object")
+    };
+    map.insert(KIND.to_owned(), Value::from(KIND_DOCUMENT));
+    Ok(map)
+}
+
+pub fn document_from_payload(mut payload: Map<String, Value>) -> Result<DocumentState> {
+    payload.remove(KIND);
+    let doc_id = payload
+        .get("doc_id")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_owned();
+    serde_json::from_value(Value::Object(payload)).map_err(|e| Error::Payload {
+        doc_id,
+        message: format!("document state: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use casement_text::{Format, Revision, TextConfig, plan_upsert};
+
+    use super::*;
+
+    #[test]
+    fn records_and_states_round_trip_through_payloads() {
+        let revision = Revision {
+            doc_id: "d".into(),
+            revision: 3,
+            title: Some("T".into()),
+            format: Format::Markdown,
+            content: "# A\n\nOne sentence. Two sentences.\n".into(),
+            tenant: Some("acme".into()),
+            url: Some("https://x/d".into()),
+        };
+        let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
+        for record in &plan.embed {
+            let payload = sentence_payload(record).expect("payload");
+            assert!(!payload.contains_key("id"));
+            assert_eq!(payload[KIND], KIND_SENTENCE);
+            assert_eq!(
+                &sentence_from_payload(record.id, payload).expect("back"),
+                record
+            );
+        }
+        let payload = document_payload(&plan.document).expect("payload");
+        assert_eq!(document_from_payload(payload).expect("back"), plan.document);
+    }
+
+    #[test]
+    fn a_revision_beyond_i64_is_an_error() {
+        assert!(matches!(
+            check_revision(u64::MAX),
+            Err(Error::RevisionRange(_))
+        ));
+    }
+}
