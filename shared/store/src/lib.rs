@@ -11,6 +11,7 @@
 //! deletes, revision stamp, document state), so a write cut off anywhere heals when the
 //! same revision is planned against what the store returns and applied again.
 
+mod any;
 pub mod bm25;
 pub mod config;
 mod edge;
@@ -24,6 +25,7 @@ use std::future::Future;
 use casement_text::{ChangePlan, DocumentState, SentenceRecord};
 use uuid::Uuid;
 
+pub use any::AnyStore;
 pub use bm25::{Bm25, SparseVector};
 pub use config::{Backend, Bm25Settings, EdgeSettings, ServerSettings, StoreConfig};
 pub use edge::EdgeStore;

@@ -3,7 +3,7 @@
 
 mod contract;
 
-use casement_store::{EdgeStore, StoreConfig};
+use casement_store::{AnyStore, EdgeStore, Store, StoreConfig};
 use contract::{DIMENSION, Harness};
 
 struct Edge {
@@ -63,4 +63,94 @@ async fn cut_off_write_heals() {
     for seed in [1, 2, 3] {
         contract::cut_off_write_heals(&Edge::new(), seed).await;
     }
+}
+
+/// An acknowledged write survives the process dying right after it (no drop, no flush on
+/// exit): the test re-runs itself as a child that writes and aborts, then reopens.
+#[test]
+fn acknowledged_write_survives_a_crash() {
+    const CHILD: &str = "CASEMENT_STORE_CRASH_CHILD_DIR";
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    if let Some(dir) = std::env::var_os(CHILD) {
+        let mut config = StoreConfig::default();
+        config.edge.path = std::path::PathBuf::from(dir);
+        runtime.block_on(async {
+            let store = EdgeStore::open(&config, DIMENSION).expect("open");
+            let revision = contract::markdown(
+                "crash",
+                1,
+                None,
+                "# A\n\nWritten before the crash. Twice.\n",
+            );
+            contract::index(&store, &revision).await;
+        });
+        std::process::abort();
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("index");
+    let status = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "acknowledged_write_survives_a_crash",
+            "--nocapture",
+        ])
+        .env(CHILD, &path)
+        .status()
+        .expect("child runs");
+    assert!(!status.success(), "the child aborts");
+    let mut config = StoreConfig::default();
+    config.edge.path = path;
+    runtime.block_on(async {
+        let store = EdgeStore::open(&config, DIMENSION).expect("reopen after the crash");
+        let records = store.records("crash").await.expect("records");
+        assert_eq!(records.len(), 2, "both sentences survived");
+        let document = store
+            .document("crash")
+            .await
+            .expect("document")
+            .expect("state");
+        assert_eq!(document.revision, 1);
+    });
+}
+
+/// Through `AnyStore` (what the services use): a store made for one model dimension
+/// refuses to open for another, saying why; a bad config fails before anything is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mismatched_dimension_and_bad_config_fail_clearly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = StoreConfig::default();
+    config.edge.path = dir.path().join("index");
+    let store = AnyStore::open(&config, DIMENSION).await.expect("opens");
+    assert_eq!(store.dimension(), DIMENSION);
+    drop(store);
+    let error = AnyStore::open(&config, 768)
+        .await
+        .expect_err("wrong dimension");
+    let message = error.to_string();
+    assert!(
+        message.contains("dimension 384") && message.contains("768"),
+        "{message}"
+    );
+
+    let bad = StoreConfig {
+        collection: "no spaces please".into(),
+        ..config.clone()
+    };
+    let message = AnyStore::open(&bad, DIMENSION)
+        .await
+        .expect_err("bad name")
+        .to_string();
+    assert!(message.contains("store.collection"), "{message}");
+    let mut bad = config;
+    bad.edge.path = dir.path().join("other");
+    bad.bm25.language = "klingon".into();
+    let message = AnyStore::open(&bad, DIMENSION)
+        .await
+        .expect_err("bad language")
+        .to_string();
+    assert!(message.contains("klingon"), "{message}");
+    assert!(
+        !dir.path().join("other").exists(),
+        "nothing created on a bad config"
+    );
 }

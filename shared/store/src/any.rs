@@ -1,0 +1,76 @@
+//! The backend chosen by configuration, behind the same contract.
+
+use std::collections::HashMap;
+
+use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use uuid::Uuid;
+
+use crate::config::{Backend, StoreConfig};
+use crate::{Applied, EdgeStore, Hit, HybridQuery, Result, ServerStore, Store, StoreStats};
+
+/// Either backend, as `store.backend` says.
+#[derive(Debug, Clone)]
+pub enum AnyStore {
+    Edge(EdgeStore),
+    Server(ServerStore),
+}
+
+impl AnyStore {
+    /// Opens (creating when missing) the configured store for dense vectors of `dimension`.
+    pub async fn open(config: &StoreConfig, dimension: usize) -> Result<Self> {
+        match config.backend {
+            Backend::Edge => {
+                let config = config.clone();
+                tokio::task::spawn_blocking(move || EdgeStore::open(&config, dimension))
+                    .await
+                    .map_err(|e| crate::Error::backend("open", e))?
+                    .map(Self::Edge)
+            }
+            Backend::Server => ServerStore::open(config, dimension).await.map(Self::Server),
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $store:ident => $call:expr) => {
+        match $self {
+            AnyStore::Edge($store) => $call,
+            AnyStore::Server($store) => $call,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    fn dimension(&self) -> usize {
+        dispatch!(self, s => s.dimension())
+    }
+
+    async fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
+        dispatch!(self, s => s.document(doc_id).await)
+    }
+
+    async fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
+        dispatch!(self, s => s.records(doc_id).await)
+    }
+
+    async fn apply_first(
+        &self,
+        plan: &ChangePlan,
+        vectors: &[Vec<f32>],
+        count: usize,
+    ) -> Result<Applied> {
+        dispatch!(self, s => s.apply_first(plan, vectors, count).await)
+    }
+
+    async fn query(&self, query: &HybridQuery) -> Result<Vec<Hit>> {
+        dispatch!(self, s => s.query(query).await)
+    }
+
+    async fn dense_vectors(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<f32>>> {
+        dispatch!(self, s => s.dense_vectors(ids).await)
+    }
+
+    async fn stats(&self) -> Result<StoreStats> {
+        dispatch!(self, s => s.stats().await)
+    }
+}
