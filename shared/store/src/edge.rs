@@ -47,6 +47,8 @@ pub struct EdgeStore {
 struct Inner {
     shard: EdgeShard,
     writes: Mutex<()>,
+    /// Held while the index is built: one build at a time.
+    building: Mutex<()>,
     /// Set (under `writes`) while an index build runs; flushes wait for it.
     optimizing: AtomicBool,
     /// Dense vectors written since the last index build.
@@ -107,6 +109,7 @@ impl EdgeStore {
             inner: Arc::new(Inner {
                 shard,
                 writes: Mutex::new(()),
+                building: Mutex::new(()),
                 optimizing: AtomicBool::new(false),
                 unindexed: AtomicUsize::new(unindexed),
                 bm25,
@@ -125,11 +128,12 @@ impl EdgeStore {
         &self.inner.path
     }
 
-    /// Builds the vector index and merges segments now (blocking the calling task until
-    /// done). Returns whether anything was optimised.
+    /// Builds the vector index and merges segments now, after any build already running,
+    /// and returns when done (writes and queries go on meanwhile). Returns whether anything
+    /// was optimised.
     pub async fn optimize(&self) -> Result<bool> {
         let inner = self.inner.clone();
-        blocking(move || inner.optimize()).await
+        blocking(move || inner.optimize(true)).await
     }
 
     /// Flushes the write-ahead log and segments to disk.
@@ -434,7 +438,16 @@ impl Inner {
         Ok(())
     }
 
-    fn optimize(&self) -> Result<bool> {
+    /// Builds the index; with `wait`, after a build in progress, else not at all then.
+    fn optimize(&self, wait: bool) -> Result<bool> {
+        let _building = match self.building.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::WouldBlock) if wait => {
+                self.building.lock().unwrap_or_else(|e| e.into_inner())
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        };
         {
             let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
             if self.optimizing.swap(true, Ordering::AcqRel) {
@@ -641,7 +654,7 @@ impl Store for EdgeStore {
         if due {
             // In the background: writes and queries go on while the index is built.
             std::thread::spawn(move || {
-                if let Err(error) = inner.optimize() {
+                if let Err(error) = inner.optimize(false) {
                     eprintln!("casement-store: building the vector index failed: {error}");
                 }
             });
