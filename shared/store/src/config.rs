@@ -50,7 +50,8 @@ pub struct EdgeSettings {
     /// search scans them, which is fast at that size.
     pub index_after_points: usize,
     /// Flush the write-ahead log and segments to disk after every applied plan, so an
-    /// acknowledged write survives a power loss, not only a crash of the process.
+    /// acknowledged write survives a power loss, not only a crash of the process. While the
+    /// index is being built in the background, flushes wait for the build's own at its end.
     pub flush_every_write: bool,
 }
 

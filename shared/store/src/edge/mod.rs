@@ -1,0 +1,257 @@
+//! Qdrant Edge backend: the Qdrant engine in-process, persisted under a data directory with
+//! its write-ahead log.
+//!
+//! Edge calls are blocking; they run on tokio's blocking pool. Writes (and flushes) are
+//! serialised by one lock: the engine's `flush` expects no concurrent writer. Index
+//! building (`optimize`) runs on its own thread beside writes and queries; flushes are deferred
+//! until it is done (the engine's flush must not race it).
+
+mod read;
+mod write;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use qdrant_edge::{
+    CreateIndex, Distance, EdgeConfigBuilder, EdgeShard, EdgeSparseVectorParamsBuilder,
+    EdgeVectorParamsBuilder, FieldIndexOperations, JsonPath, Modifier, PayloadFieldSchema,
+    PayloadSchemaType, UpdateOperation,
+};
+use uuid::Uuid;
+
+use crate::bm25::Bm25;
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::schema::{DENSE_VECTOR, FieldType, INDEXED_FIELDS, SPARSE_VECTOR};
+use crate::{Applied, Hit, HybridQuery, Store, StoreStats};
+
+/// The embedded store. Cheap to clone; clones share one engine.
+#[derive(Debug, Clone)]
+pub struct EdgeStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shard: EdgeShard,
+    writes: Mutex<()>,
+    /// Held while the index is built: one build at a time.
+    building: Mutex<()>,
+    /// Set (under `writes`) while an index build runs; flushes are deferred to its end.
+    optimizing: AtomicBool,
+    /// Dense vectors written since the last index build.
+    unindexed: AtomicUsize,
+    bm25: Bm25,
+    dimension: usize,
+    rrf_k: usize,
+    index_after_points: usize,
+    flush_every_write: bool,
+    path: PathBuf,
+}
+
+impl EdgeStore {
+    /// Opens the store under `config.edge.path`, creating it (with the schema) when the
+    /// directory holds none. Fails when an existing store has another dense dimension.
+    pub fn open(config: &StoreConfig, dimension: usize) -> Result<Self> {
+        config.validate().map_err(Error::Config)?;
+        if dimension == 0 {
+            return Err(Error::Config(
+                "the dense dimension must be at least 1".into(),
+            ));
+        }
+        let path = config.edge.path.clone();
+        let bm25 = Bm25::new(&config.bm25).map_err(Error::Config)?;
+        let open_error = |message: String| Error::Open {
+            path: path.clone(),
+            message,
+        };
+        std::fs::create_dir_all(&path).map_err(|e| open_error(e.to_string()))?;
+        let existing = path.join("edge_config.json").exists();
+        let shard = if existing {
+            let shard = EdgeShard::load(&path, None).map_err(|e| open_error(e.to_string()))?;
+            check_schema(&shard, &path, dimension)?;
+            shard
+        } else {
+            EdgeShard::new(&path, edge_config(dimension)).map_err(|e| open_error(e.to_string()))?
+        };
+        let info = shard.info();
+        for (field, kind) in INDEXED_FIELDS {
+            if info.payload_schema.contains_key(&json_path(field)) {
+                continue;
+            }
+            let schema = match kind {
+                FieldType::Keyword => PayloadSchemaType::Keyword,
+                FieldType::Integer => PayloadSchemaType::Integer,
+            };
+            shard
+                .update(UpdateOperation::FieldIndexOperation(
+                    FieldIndexOperations::CreateIndex(CreateIndex {
+                        field_name: json_path(field),
+                        field_schema: Some(PayloadFieldSchema::FieldType(schema)),
+                    }),
+                ))
+                .map_err(|e| open_error(format!("creating the payload index on {field}: {e}")))?;
+        }
+        let unindexed = info.points_count.saturating_sub(info.indexed_vectors_count);
+        let store = Self {
+            inner: Arc::new(Inner {
+                shard,
+                writes: Mutex::new(()),
+                building: Mutex::new(()),
+                optimizing: AtomicBool::new(false),
+                unindexed: AtomicUsize::new(unindexed),
+                bm25,
+                dimension,
+                rrf_k: config.rrf_k,
+                index_after_points: config.edge.index_after_points,
+                flush_every_write: config.edge.flush_every_write,
+                path,
+            }),
+        };
+        store.inner.flush()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Builds the vector index and merges segments now, after any build already running,
+    /// and returns when done (writes and queries go on meanwhile). Returns whether anything
+    /// was optimised.
+    pub async fn optimize(&self) -> Result<bool> {
+        let inner = self.inner.clone();
+        blocking(move || inner.optimize(true)).await
+    }
+
+    /// Flushes the write-ahead log and segments to disk.
+    pub async fn flush(&self) -> Result<()> {
+        let inner = self.inner.clone();
+        blocking(move || inner.flush()).await
+    }
+}
+
+fn json_path(field: &str) -> JsonPath {
+    field
+        .parse()
+        .expect("indexed field names are valid JSON paths")
+}
+
+fn edge_config(dimension: usize) -> qdrant_edge::EdgeConfig {
+    EdgeConfigBuilder::new()
+        .vector(
+            DENSE_VECTOR,
+            EdgeVectorParamsBuilder::new(dimension, Distance::Cosine).build(),
+        )
+        .sparse_vector(
+            SPARSE_VECTOR,
+            EdgeSparseVectorParamsBuilder::new()
+                .modifier(Modifier::Idf)
+                .build(),
+        )
+        .build()
+}
+
+fn check_schema(shard: &EdgeShard, path: &Path, dimension: usize) -> Result<()> {
+    let config = shard.config();
+    let mismatch = |message: String| Error::SchemaMismatch {
+        location: path.display().to_string(),
+        message,
+    };
+    let dense = config
+        .vectors
+        .get(DENSE_VECTOR)
+        .ok_or_else(|| mismatch(format!("it has no dense vector named {DENSE_VECTOR:?}")))?;
+    if dense.size != dimension {
+        return Err(mismatch(format!(
+            "its dense vectors have dimension {}, the embedding model gives {dimension}",
+            dense.size
+        )));
+    }
+    if dense.distance != Distance::Cosine {
+        return Err(mismatch(format!(
+            "its dense distance is {:?}, not cosine",
+            dense.distance
+        )));
+    }
+    let sparse = config
+        .sparse_vectors
+        .get(SPARSE_VECTOR)
+        .ok_or_else(|| mismatch(format!("it has no sparse vector named {SPARSE_VECTOR:?}")))?;
+    if sparse.modifier != Some(Modifier::Idf) {
+        return Err(mismatch(
+            "its BM25 sparse vector lacks the IDF modifier".into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::backend("edge task", e))?
+}
+
+fn engine(operation: &'static str) -> impl FnOnce(qdrant_edge::OperationError) -> Error {
+    move |e| Error::backend(operation, e)
+}
+
+impl Store for EdgeStore {
+    fn dimension(&self) -> usize {
+        self.inner.dimension
+    }
+
+    async fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
+        let (inner, doc_id) = (self.inner.clone(), doc_id.to_owned());
+        blocking(move || inner.document(&doc_id)).await
+    }
+
+    async fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
+        let (inner, doc_id) = (self.inner.clone(), doc_id.to_owned());
+        blocking(move || inner.records(&doc_id)).await
+    }
+
+    async fn apply_first(
+        &self,
+        plan: &ChangePlan,
+        vectors: &[Vec<f32>],
+        count: usize,
+    ) -> Result<Applied> {
+        let (inner, plan, vectors) = (self.inner.clone(), plan.clone(), vectors.to_vec());
+        let applied = blocking({
+            let inner = inner.clone();
+            move || inner.apply_first(&plan, &vectors, count)
+        })
+        .await?;
+        let due = inner.index_after_points > 0
+            && inner.unindexed.load(Ordering::Relaxed) >= inner.index_after_points
+            && !inner.optimizing.load(Ordering::Acquire);
+        if due {
+            // In the background: writes and queries go on while the index is built.
+            std::thread::spawn(move || {
+                if let Err(error) = inner.optimize(false) {
+                    eprintln!("casement-store: building the vector index failed: {error}");
+                }
+            });
+        }
+        Ok(applied)
+    }
+
+    async fn query(&self, query: &HybridQuery) -> Result<Vec<Hit>> {
+        let (inner, query) = (self.inner.clone(), query.clone());
+        blocking(move || inner.query(&query)).await
+    }
+
+    async fn dense_vectors(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<f32>>> {
+        let (inner, ids) = (self.inner.clone(), ids.to_vec());
+        blocking(move || inner.dense_vectors(&ids)).await
+    }
+
+    async fn stats(&self) -> Result<StoreStats> {
+        let inner = self.inner.clone();
+        blocking(move || inner.stats()).await
+    }
+}

@@ -1,0 +1,263 @@
+//! Reads: document state, records, hybrid query, vectors, stats.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use casement_text::{DocumentState, SentenceRecord};
+use qdrant_edge::{
+    CountRequest, Filter, Fusion, NamedQuery, Payload, PointId, Prefetch, QueryEnum, QueryRequest,
+    ScoringQuery, ScrollRequest, VectorInternal, VectorStructInternal, WithPayloadInterface,
+    WithVector,
+};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::{Inner, engine};
+use crate::bm25::SparseVector;
+use crate::error::{Error, Result};
+use crate::schema::{
+    DENSE_VECTOR, KIND, KIND_DOCUMENT, KIND_SENTENCE, SPARSE_VECTOR, document_from_payload,
+    document_point_id, sentence_from_payload,
+};
+use crate::{Hit, HybridQuery, QueryFilter, StoreStats};
+
+const SCROLL_PAGE: usize = 1_000;
+
+pub(super) fn filter(value: Value) -> Filter {
+    serde_json::from_value(value).expect("filters built here are valid")
+}
+
+pub(super) fn keyword(key: &str, value: &str) -> Value {
+    json!({ "key": key, "match": { "value": value } })
+}
+
+pub(super) fn sentence_filter(query: &QueryFilter) -> Filter {
+    let mut must = vec![keyword(KIND, KIND_SENTENCE)];
+    if let Some(tenant) = &query.tenant {
+        must.push(keyword("tenant", tenant));
+    }
+    if !query.doc_ids.is_empty() {
+        must.push(json!({ "key": "doc_id", "match": { "any": query.doc_ids } }));
+    }
+    filter(json!({ "must": must }))
+}
+
+pub(super) fn document_sentences(doc_id: &str) -> Filter {
+    filter(json!({ "must": [keyword(KIND, KIND_SENTENCE), keyword("doc_id", doc_id)] }))
+}
+
+pub(super) fn point_uuid(id: PointId) -> Result<Uuid> {
+    match id {
+        PointId::Uuid(uuid) => Ok(uuid),
+        PointId::NumId(n) => Err(Error::backend(
+            "read",
+            format!("point {n} has a numeric id; Casement writes only UUIDs"),
+        )),
+    }
+}
+
+pub(super) fn payload_map(payload: Option<Payload>) -> Map<String, Value> {
+    payload.map(|p| p.0).unwrap_or_default()
+}
+
+pub(super) fn sparse_internal(sparse: SparseVector) -> VectorInternal {
+    VectorInternal::Sparse(qdrant_edge::SparseVector {
+        indices: sparse.indices,
+        values: sparse.values,
+    })
+}
+
+impl Inner {
+    pub(super) fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
+        let records = self
+            .shard
+            .retrieve(
+                &[PointId::Uuid(document_point_id(doc_id))],
+                Some(WithPayloadInterface::Bool(true)),
+                Some(WithVector::Bool(false)),
+            )
+            .map_err(engine("read document"))?;
+        records
+            .into_iter()
+            .next()
+            .map(|r| document_from_payload(payload_map(r.payload)))
+            .transpose()
+    }
+
+    pub(super) fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
+        let mut records = Vec::new();
+        let mut offset = None;
+        loop {
+            let (page, next) = self
+                .shard
+                .scroll(ScrollRequest {
+                    offset,
+                    limit: Some(SCROLL_PAGE),
+                    filter: Some(document_sentences(doc_id)),
+                    with_payload: Some(WithPayloadInterface::Bool(true)),
+                    with_vector: WithVector::Bool(false),
+                    order_by: None,
+                })
+                .map_err(engine("scroll"))?;
+            for record in page {
+                records.push(sentence_from_payload(
+                    point_uuid(record.id)?,
+                    payload_map(record.payload),
+                )?);
+            }
+            match next {
+                Some(next) => offset = Some(next),
+                None => return Ok(records),
+            }
+        }
+    }
+
+    pub(super) fn query(&self, query: &HybridQuery) -> Result<Vec<Hit>> {
+        if query.dense.len() != self.dimension {
+            return Err(Error::Dimension {
+                expected: self.dimension,
+                got: query.dense.len(),
+            });
+        }
+        let filter = sentence_filter(&query.filter);
+        let dense = ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
+            query: VectorInternal::Dense(query.dense.clone()),
+            using: Some(DENSE_VECTOR.to_owned()),
+        }));
+        let sparse_vector = self.bm25.query(&query.text);
+        let sparse = (!sparse_vector.is_empty()).then(|| {
+            ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
+                query: sparse_internal(sparse_vector),
+                using: Some(SPARSE_VECTOR.to_owned()),
+            }))
+        });
+        let prefetch = |scoring: &ScoringQuery| Prefetch {
+            prefetches: Vec::new(),
+            query: Some(scoring.clone()),
+            limit: query.candidates,
+            params: None,
+            filter: Some(filter.clone()),
+            score_threshold: None,
+        };
+        let mut prefetches = vec![prefetch(&dense)];
+        prefetches.extend(sparse.iter().map(prefetch));
+        let fused = self
+            .shard
+            .query(QueryRequest {
+                prefetches,
+                query: Some(ScoringQuery::Fusion(Fusion::Rrf {
+                    k: self.rrf_k,
+                    weights: None,
+                })),
+                filter: Some(filter.clone()),
+                score_threshold: None,
+                limit: query.limit,
+                offset: 0,
+                params: None,
+                with_vector: WithVector::Bool(false),
+                with_payload: WithPayloadInterface::Bool(true),
+            })
+            .map_err(engine("query"))?;
+        let ranks = |scoring: Option<&ScoringQuery>| -> Result<HashMap<PointId, usize>> {
+            let Some(scoring) = scoring.filter(|_| query.channel_ranks) else {
+                return Ok(HashMap::new());
+            };
+            let points = self
+                .shard
+                .query(QueryRequest {
+                    prefetches: Vec::new(),
+                    query: Some(scoring.clone()),
+                    filter: Some(filter.clone()),
+                    score_threshold: None,
+                    limit: query.candidates,
+                    offset: 0,
+                    params: None,
+                    with_vector: WithVector::Bool(false),
+                    with_payload: WithPayloadInterface::Bool(false),
+                })
+                .map_err(engine("query"))?;
+            Ok(points
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.id, i + 1))
+                .collect())
+        };
+        let dense_ranks = ranks(Some(&dense))?;
+        let sparse_ranks = ranks(sparse.as_ref())?;
+        fused
+            .into_iter()
+            .map(|point| {
+                Ok(Hit {
+                    dense_rank: dense_ranks.get(&point.id).copied(),
+                    sparse_rank: sparse_ranks.get(&point.id).copied(),
+                    score: point.score,
+                    record: sentence_from_payload(
+                        point_uuid(point.id)?,
+                        payload_map(point.payload),
+                    )?,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn dense_vectors(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<f32>>> {
+        let ids: Vec<PointId> = ids.iter().copied().map(PointId::Uuid).collect();
+        let records = self
+            .shard
+            .retrieve(
+                &ids,
+                Some(WithPayloadInterface::Bool(false)),
+                Some(WithVector::Selector(vec![DENSE_VECTOR.to_owned()])),
+            )
+            .map_err(engine("retrieve"))?;
+        let mut vectors = HashMap::with_capacity(records.len());
+        for record in records {
+            let id = point_uuid(record.id)?;
+            if let Some(VectorStructInternal::Named(mut named)) = record.vector
+                && let Some(VectorInternal::Dense(dense)) = named.remove(DENSE_VECTOR)
+            {
+                vectors.insert(id, dense);
+            }
+        }
+        Ok(vectors)
+    }
+
+    fn count(&self, value: Value) -> Result<u64> {
+        self.shard
+            .count(CountRequest {
+                filter: Some(filter(value)),
+                exact: true,
+            })
+            .map(|n| n as u64)
+            .map_err(engine("count"))
+    }
+
+    pub(super) fn stats(&self) -> Result<StoreStats> {
+        let documents = json!([keyword(KIND, KIND_DOCUMENT)]);
+        let deleted = json!([{ "key": "deleted", "match": { "value": true } }]);
+        Ok(StoreStats {
+            points: self.count(json!({ "must": [keyword(KIND, KIND_SENTENCE)] }))?,
+            documents: self.count(json!({ "must": documents, "must_not": deleted }))?,
+            tombstones: self
+                .count(json!({ "must": [keyword(KIND, KIND_DOCUMENT), deleted[0]] }))?,
+            disk_bytes: Some(disk_usage(&self.path)),
+        })
+    }
+}
+
+/// Bytes allocated on disk under `path` (allocated blocks, not file lengths: the
+/// write-ahead log preallocates its segments sparsely).
+fn disk_usage(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => disk_usage(&entry.path()),
+            Ok(meta) => meta.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}

@@ -1,0 +1,212 @@
+//! Qdrant server backend through `qdrant-client` (gRPC): for users who run Qdrant or a
+//! Qdrant cluster. The collection is created when missing, with the same schema as on
+//! Edge; every write waits until applied (`wait=true`).
+
+mod read;
+mod write;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use qdrant_client::qdrant::{
+    CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, Distance,
+    FieldType as QdrantFieldType, Modifier, SparseVectorParamsBuilder, SparseVectorsConfigBuilder,
+    VectorParamsBuilder, VectorsConfigBuilder, vectors_config::Config as VectorsConfigKind,
+};
+use qdrant_client::{Qdrant, QdrantError};
+use uuid::Uuid;
+
+use crate::bm25::Bm25;
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::schema::{DENSE_VECTOR, FieldType, INDEXED_FIELDS, SPARSE_VECTOR};
+use crate::{Applied, Hit, HybridQuery, Store, StoreStats};
+
+/// A Qdrant server collection.
+#[derive(Clone)]
+pub struct ServerStore {
+    client: std::sync::Arc<Qdrant>,
+    collection: String,
+    bm25: std::sync::Arc<Bm25>,
+    dimension: usize,
+    rrf_k: usize,
+}
+
+impl std::fmt::Debug for ServerStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerStore")
+            .field("collection", &self.collection)
+            .field("dimension", &self.dimension)
+            .finish_non_exhaustive()
+    }
+}
+
+fn grpc(operation: &'static str) -> impl FnOnce(QdrantError) -> Error {
+    move |e| match e {
+        QdrantError::ResponseError { status }
+            if matches!(
+                status.code() as i32,
+                GRPC_UNAVAILABLE | GRPC_DEADLINE_EXCEEDED
+            ) =>
+        {
+            Error::Unavailable(format!("{operation}: {}", status.message()))
+        }
+        other => Error::backend(operation, other),
+    }
+}
+
+/// gRPC status codes worth a retry (numbering of the gRPC specification).
+const GRPC_DEADLINE_EXCEEDED: i32 = 4;
+const GRPC_UNAVAILABLE: i32 = 14;
+
+impl ServerStore {
+    /// Connects and creates the collection (with its payload indexes) when missing; fails
+    /// when an existing collection has another dense dimension.
+    pub async fn open(config: &StoreConfig, dimension: usize) -> Result<Self> {
+        config.validate().map_err(Error::Config)?;
+        let settings = &config.server;
+        let client = Qdrant::from_url(&settings.url)
+            .api_key(settings.api_key.clone())
+            .timeout(Duration::from_secs(settings.timeout_secs))
+            .connect_timeout(Duration::from_secs(settings.connect_timeout_secs))
+            .skip_compatibility_check()
+            .build()
+            .map_err(|e| Error::Config(format!("store.server: {e}")))?;
+        let store = Self {
+            client: std::sync::Arc::new(client),
+            collection: config.collection.clone(),
+            bm25: std::sync::Arc::new(Bm25::new(&config.bm25).map_err(Error::Config)?),
+            dimension,
+            rrf_k: config.rrf_k,
+        };
+        store.ensure_collection().await?;
+        Ok(store)
+    }
+
+    /// Drops the whole collection (tests and tear-down; the indexer never calls it).
+    pub async fn delete_collection(&self) -> Result<()> {
+        self.client
+            .delete_collection(&self.collection)
+            .await
+            .map(drop)
+            .map_err(grpc("delete collection"))
+    }
+
+    async fn ensure_collection(&self) -> Result<()> {
+        let exists = self
+            .client
+            .collection_exists(&self.collection)
+            .await
+            .map_err(grpc("collection exists"))?;
+        if exists {
+            self.check_schema().await?;
+        } else {
+            let mut dense = VectorsConfigBuilder::default();
+            dense.add_named_vector_params(
+                DENSE_VECTOR,
+                VectorParamsBuilder::new(self.dimension as u64, Distance::Cosine),
+            );
+            let mut sparse = SparseVectorsConfigBuilder::default();
+            sparse.add_named_vector_params(
+                SPARSE_VECTOR,
+                SparseVectorParamsBuilder::default().modifier(Modifier::Idf),
+            );
+            self.client
+                .create_collection(
+                    CreateCollectionBuilder::new(&self.collection)
+                        .vectors_config(dense)
+                        .sparse_vectors_config(sparse),
+                )
+                .await
+                .map_err(grpc("create collection"))?;
+        }
+        for (field, kind) in INDEXED_FIELDS {
+            let kind = match kind {
+                FieldType::Keyword => QdrantFieldType::Keyword,
+                FieldType::Integer => QdrantFieldType::Integer,
+            };
+            self.client
+                .create_field_index(
+                    CreateFieldIndexCollectionBuilder::new(&self.collection, field, kind)
+                        .wait(true),
+                )
+                .await
+                .map_err(grpc("create payload index"))?;
+        }
+        Ok(())
+    }
+
+    async fn check_schema(&self) -> Result<()> {
+        let info = self
+            .client
+            .collection_info(&self.collection)
+            .await
+            .map_err(grpc("collection info"))?;
+        let mismatch = |message: String| Error::SchemaMismatch {
+            location: format!("collection {}", self.collection),
+            message,
+        };
+        let params = info
+            .result
+            .and_then(|r| r.config)
+            .and_then(|c| c.params)
+            .ok_or_else(|| mismatch("the server returned no collection parameters".into()))?;
+        let dense = match params.vectors_config.and_then(|v| v.config) {
+            Some(VectorsConfigKind::ParamsMap(map)) => map.map.get(DENSE_VECTOR).cloned(),
+            _ => None,
+        }
+        .ok_or_else(|| mismatch(format!("it has no dense vector named {DENSE_VECTOR:?}")))?;
+        if dense.size != self.dimension as u64 {
+            return Err(mismatch(format!(
+                "its dense vectors have dimension {}, the embedding model gives {}",
+                dense.size, self.dimension
+            )));
+        }
+        let sparse = params
+            .sparse_vectors_config
+            .and_then(|s| s.map.get(SPARSE_VECTOR).cloned())
+            .ok_or_else(|| mismatch(format!("it has no sparse vector named {SPARSE_VECTOR:?}")))?;
+        if sparse.modifier != Some(Modifier::Idf as i32) {
+            return Err(mismatch(
+                "its BM25 sparse vector lacks the IDF modifier".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Store for ServerStore {
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    async fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
+        self.read_document(doc_id).await
+    }
+
+    async fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
+        self.read_records(doc_id).await
+    }
+
+    async fn apply_first(
+        &self,
+        plan: &ChangePlan,
+        vectors: &[Vec<f32>],
+        count: usize,
+    ) -> Result<Applied> {
+        self.write_apply_first(plan, vectors, count).await
+    }
+
+    async fn query(&self, query: &HybridQuery) -> Result<Vec<Hit>> {
+        self.read_query(query).await
+    }
+
+    async fn dense_vectors(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<f32>>> {
+        self.read_dense_vectors(ids).await
+    }
+
+    async fn stats(&self) -> Result<StoreStats> {
+        self.read_stats().await
+    }
+}

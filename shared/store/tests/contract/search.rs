@@ -1,0 +1,113 @@
+//! Hybrid search: the sparse channel, filters.
+
+use casement_store::{QueryFilter, Store};
+
+use super::{GUIDE, Harness, index, markdown, query};
+
+/// Error-code sentences that a dense model sees as near-identical: neighbouring codes
+/// (ERR-4411, ERR-4413, ERR-4421, ...) in the same template, and the ERR-4412 sentence
+/// phrased differently, deep in a longer sentence.
+fn error_catalogue() -> String {
+    let mut content = String::from("# Error catalogue\n\n");
+    let causes = [
+        (4410, "the session is missing"),
+        (4411, "the upload exceeded the size limit"),
+        (4413, "the account is locked after failed logins"),
+        (4414, "the payment provider declined the card"),
+        (4421, "the export job timed out"),
+        (4142, "the webhook signature did not verify"),
+        (4402, "the API key lacks the required scope"),
+        (44120, "the workspace reached its seat limit"),
+        (1244, "the file type is not supported"),
+        (4512, "the request was rate limited"),
+        (4415, "the SSO certificate expired"),
+        (4416, "the database replica is read-only"),
+    ];
+    for (code, cause) in causes {
+        content.push_str(&format!("Error ERR-{code} is shown when {cause}.\n\n"));
+    }
+    content.push_str(
+        "When the mobile app signs a user out without warning and the logs show ERR-4412, \
+         the refresh token was revoked by an administrator, so the user has to sign in again.\n\n",
+    );
+    content
+}
+
+/// An exact identifier is found through the BM25 channel even when the dense channel
+/// ranks its sentence low.
+pub async fn sparse_channel_finds_identifier<H: Harness>(harness: &H) {
+    let store = harness.open().await;
+    index(&store, &markdown("errors", 1, None, &error_catalogue())).await;
+    let hits = store
+        .query(&query("ERR-4412", 5, QueryFilter::default()))
+        .await
+        .expect("query");
+    let position = hits
+        .iter()
+        .position(|h| h.record.sentence.contains("ERR-4412"))
+        .unwrap_or_else(|| panic!("ERR-4412 not in the fused top 5: {hits:#?}"));
+    let hit = &hits[position];
+    assert_eq!(hit.sparse_rank, Some(1), "BM25 ranks the identifier first");
+    let dense_rank = hit.dense_rank.unwrap_or(usize::MAX);
+    eprintln!(
+        "ERR-4412: dense rank {dense_rank}, sparse rank {:?}, fused position {position}",
+        hit.sparse_rank
+    );
+    assert!(
+        dense_rank > 3,
+        "the dense channel alone ranks it {dense_rank}, so this test would not show the sparse channel"
+    );
+    // BM25 ties among the look-alike sentences make the exact fused position vary by one
+    // or two; what must hold is that fusion lifts it well above the dense rank.
+    assert!(
+        position < 3 && position + 1 < dense_rank,
+        "fusion lifts it to position {} (dense alone: {dense_rank})",
+        position + 1
+    );
+    assert!(
+        hits.windows(2).all(|w| w[0].score >= w[1].score),
+        "fused order"
+    );
+}
+
+/// A query filtered by tenant never sees another tenant's points; a document filter
+/// keeps to its documents.
+pub async fn tenant_filter<H: Harness>(harness: &H) {
+    let store = harness.open().await;
+    index(&store, &markdown("acme-guide", 1, Some("acme"), GUIDE)).await;
+    index(&store, &markdown("globex-guide", 1, Some("globex"), GUIDE)).await;
+    index(&store, &markdown("public-guide", 1, None, GUIDE)).await;
+    for tenant in ["acme", "globex"] {
+        let filter = QueryFilter {
+            tenant: Some(tenant.to_owned()),
+            doc_ids: Vec::new(),
+        };
+        let hits = store
+            .query(&query("rotate keys deploy", 50, filter))
+            .await
+            .expect("query");
+        assert_eq!(hits.len(), 6, "all of {tenant}'s sentences, nothing else");
+        assert!(
+            hits.iter()
+                .all(|h| h.record.tenant.as_deref() == Some(tenant))
+        );
+    }
+    let none = QueryFilter {
+        tenant: Some("initech".into()),
+        doc_ids: Vec::new(),
+    };
+    assert!(
+        store
+            .query(&query("keys", 10, none))
+            .await
+            .expect("query")
+            .is_empty()
+    );
+    let docs = QueryFilter {
+        tenant: None,
+        doc_ids: vec!["public-guide".into(), "globex-guide".into()],
+    };
+    let hits = store.query(&query("keys", 50, docs)).await.expect("query");
+    assert_eq!(hits.len(), 12);
+    assert!(hits.iter().all(|h| h.record.doc_id != "acme-guide"));
+}

@@ -1,0 +1,184 @@
+//! Writing and reading back: schema, reopen, exact read-back, payload-only updates,
+//! tombstones.
+
+use std::collections::HashMap;
+
+use casement_store::{Applied, QueryFilter, Store, delete_document};
+use casement_text::{TextConfig, plan_upsert};
+use uuid::Uuid;
+
+use super::{DIMENSION, GUIDE, Harness, assert_close, by_id, index, markdown, plan_vectors, query};
+
+/// A new store is empty; a reopened one has the same points, documents and answers.
+pub async fn schema_and_reopen<H: Harness>(harness: &H) {
+    let (before, hits_before) = {
+        let store = harness.open().await;
+        assert_eq!(store.dimension(), DIMENSION);
+        let stats = store.stats().await.expect("stats");
+        assert_eq!((stats.points, stats.documents, stats.tombstones), (0, 0, 0));
+        index(&store, &markdown("guide", 1, None, GUIDE)).await;
+        let stats = store.stats().await.expect("stats");
+        assert_eq!((stats.points, stats.documents), (6, 1));
+        let hits = store
+            .query(&query(
+                "how often do keys rotate",
+                3,
+                QueryFilter::default(),
+            ))
+            .await
+            .expect("query");
+        (store.records("guide").await.expect("records"), hits)
+    };
+    // Dropped: reopen from the same location.
+    let store = harness.open().await;
+    assert_eq!(
+        by_id(store.records("guide").await.expect("records")),
+        by_id(before)
+    );
+    let document = store
+        .document("guide")
+        .await
+        .expect("document")
+        .expect("indexed");
+    assert_eq!((document.revision, document.sentence_count), (1, 6));
+    let stats = store.stats().await.expect("stats");
+    assert_eq!((stats.points, stats.documents), (6, 1));
+    let hits = store
+        .query(&query(
+            "how often do keys rotate",
+            3,
+            QueryFilter::default(),
+        ))
+        .await
+        .expect("query");
+    assert_eq!(hits, hits_before);
+    assert!(
+        hits[0].record.sentence.contains("ninety days"),
+        "{:?}",
+        hits[0].record
+    );
+    // Writing after a reopen works too.
+    index(
+        &store,
+        &markdown("guide", 2, None, &GUIDE.replace("ninety", "thirty")),
+    )
+    .await;
+    assert_eq!(store.stats().await.expect("stats").points, 6);
+}
+
+/// What is written is read back exactly: records, vectors, document state.
+pub async fn read_back_exactly<H: Harness>(harness: &H) {
+    let store = harness.open().await;
+    let (plan, applied) = index(&store, &markdown("guide", 7, Some("acme"), GUIDE)).await;
+    assert_eq!(applied, Applied::Written);
+    let stored = by_id(store.records("guide").await.expect("records"));
+    assert_eq!(stored, by_id(plan.embed.clone()));
+    assert_eq!(
+        store.document("guide").await.expect("document"),
+        Some(plan.document.clone())
+    );
+    let ids: Vec<Uuid> = plan.embed.iter().map(|r| r.id).collect();
+    let vectors = store.dense_vectors(&ids).await.expect("vectors");
+    assert_eq!(vectors.len(), ids.len());
+    for (record, expected) in plan.embed.iter().zip(plan_vectors(&plan)) {
+        assert_close(&vectors[&record.id], &expected, &record.sentence);
+    }
+    assert!(store.records("missing").await.expect("records").is_empty());
+    assert_eq!(store.document("missing").await.expect("document"), None);
+}
+
+/// A sentence whose neighbours changed gets a payload-only update: its payload follows the
+/// new revision and its vector is the one written first.
+pub async fn payload_update_keeps_vector<H: Harness>(harness: &H) {
+    let store = harness.open().await;
+    let (first, _) = index(&store, &markdown("guide", 1, None, GUIDE)).await;
+    let edited = GUIDE.replace(
+        "Deploys run from the main branch.",
+        "Deploys run from the main branch. They start at nine.",
+    );
+    let (second, _) = index(&store, &markdown("guide", 2, None, &edited)).await;
+    assert_eq!(second.embed.len(), 1, "only the new sentence is embedded");
+    assert!(
+        !second.update_payload.is_empty(),
+        "neighbours get payload updates"
+    );
+    let before: HashMap<Uuid, Vec<f32>> = first
+        .embed
+        .iter()
+        .map(|r| r.id)
+        .zip(plan_vectors(&first))
+        .collect();
+    let ids: Vec<Uuid> = second.update_payload.iter().map(|r| r.id).collect();
+    let after = store.dense_vectors(&ids).await.expect("vectors");
+    let stored = by_id(store.records("guide").await.expect("records"));
+    for record in &second.update_payload {
+        assert_close(&after[&record.id], &before[&record.id], &record.sentence);
+        assert_eq!(&stored[&record.id], record, "payload follows revision 2");
+        assert_eq!(stored[&record.id].revision, 2);
+    }
+    assert!(
+        stored.values().all(|r| r.revision == 2),
+        "every point is stamped"
+    );
+}
+
+/// A delete leaves a tombstone; an upsert with an older or equal revision changes nothing;
+/// a newer one brings the document back.
+pub async fn delete_tombstone_stale<H: Harness>(harness: &H) {
+    let store = harness.open().await;
+    index(&store, &markdown("guide", 2, None, GUIDE)).await;
+    index(
+        &store,
+        &markdown("other", 1, None, "# Other\n\nUnrelated text stays.\n"),
+    )
+    .await;
+    assert_eq!(
+        delete_document(&store, "guide", 3).await.expect("delete"),
+        Applied::Written
+    );
+    assert!(store.records("guide").await.expect("records").is_empty());
+    let tombstone = store
+        .document("guide")
+        .await
+        .expect("document")
+        .expect("tombstone");
+    assert!(tombstone.deleted);
+    assert_eq!(tombstone.revision, 3);
+    let stats = store.stats().await.expect("stats");
+    assert_eq!((stats.documents, stats.tombstones), (1, 1));
+    // A late event of an older revision, planned as if the store were empty, and written
+    // without the pipeline's fence: the store's own fence refuses it.
+    for stale_revision in [2, 3] {
+        let (plan, _) = plan_upsert(
+            &[],
+            &markdown("guide", stale_revision, None, GUIDE),
+            &TextConfig::default(),
+        )
+        .expect("plan");
+        let applied = store
+            .apply(&plan, &plan_vectors(&plan))
+            .await
+            .expect("apply");
+        assert_eq!(
+            applied,
+            Applied::Stale {
+                indexed_revision: 3
+            }
+        );
+        assert!(store.records("guide").await.expect("records").is_empty());
+    }
+    let hits = store
+        .query(&query(
+            "how often do keys rotate",
+            10,
+            QueryFilter::default(),
+        ))
+        .await
+        .expect("query");
+    assert!(hits.iter().all(|h| h.record.doc_id == "other"));
+    // A newer revision applies.
+    let (_, applied) = index(&store, &markdown("guide", 4, None, GUIDE)).await;
+    assert_eq!(applied, Applied::Written);
+    assert_eq!(store.records("guide").await.expect("records").len(), 6);
+    assert_eq!(store.stats().await.expect("stats").tombstones, 0);
+}
