@@ -1,0 +1,236 @@
+//! CMS change events: what the indexer consumes, from whichever format the CMS emits.
+//!
+//! [`decode`] turns the bytes of one message (and its key) into an [`Event`], or a
+//! [`Rejection`] with a machine-readable reason (the dead-letter header) and a message for
+//! people. Formats (see `schema/native-event.schema.json` for the native one):
+//! - **native**: Casement's own JSON event;
+//! - **CloudEvents 1.0**, structured JSON mode, with a native event as `data`;
+//! - **Debezium** change events (`before` / `after` / `op`), columns mapped by config; a
+//!   Kafka tombstone (no value) deletes the document named by the key;
+//! - **MediaWiki `page_change`** (create, edit, move, undelete, delete), content from
+//!   `revision.content_slots.main.content_body`.
+//!
+//! Pure: no I/O, so every decoder is tested on the real samples directly.
+
+mod cloudevents;
+mod debezium;
+mod mediawiki;
+mod native;
+
+use casement_text::Revision;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use debezium::DebeziumColumns;
+pub use native::NativeEvent;
+
+/// The format of a message, or `auto` to tell from its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventFormat {
+    Auto,
+    Native,
+    Cloudevents,
+    Debezium,
+    Mediawiki,
+}
+
+impl EventFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Native => "native",
+            Self::Cloudevents => "cloudevents",
+            Self::Debezium => "debezium",
+            Self::Mediawiki => "mediawiki",
+        }
+    }
+}
+
+/// Decoder settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DecodeConfig {
+    pub format: EventFormat,
+    /// Messages larger than this are rejected (`too_large`), not decoded.
+    pub max_event_bytes: usize,
+    pub debezium: DebeziumColumns,
+}
+
+impl Default for DecodeConfig {
+    fn default() -> Self {
+        Self {
+            format: EventFormat::Auto,
+            max_event_bytes: 4 * 1024 * 1024,
+            debezium: DebeziumColumns::default(),
+        }
+    }
+}
+
+/// What an event asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Upsert(Revision),
+    /// Delete the document. `revision` is `None` when the source does not say (a Debezium
+    /// tombstone): the delete then applies at the indexed revision.
+    Delete {
+        doc_id: String,
+        revision: Option<u64>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub change: Change,
+    /// When the change happened at the source, in milliseconds since the epoch, if known.
+    pub event_time_ms: Option<i64>,
+    /// The format it was decoded from.
+    pub format: EventFormat,
+}
+
+impl Event {
+    pub fn doc_id(&self) -> &str {
+        match &self.change {
+            Change::Upsert(revision) => &revision.doc_id,
+            Change::Delete { doc_id, .. } => doc_id,
+        }
+    }
+}
+
+/// Why an event can never be indexed. `reason` is one of a small fixed set (a metric label
+/// and the dead-letter `casement-reason` header); `message` says what exactly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct Rejection {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+pub const REASONS: [&str; 6] = [
+    "too_large",
+    "not_utf8",
+    "not_json",
+    "schema",
+    "no_content",
+    "unsupported",
+];
+
+pub(crate) fn reject(reason: &'static str, message: impl Into<String>) -> Rejection {
+    debug_assert!(REASONS.contains(&reason));
+    Rejection {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// Decodes one message. `value` is `None` for a Kafka tombstone.
+pub fn decode(
+    value: Option<&[u8]>,
+    key: Option<&[u8]>,
+    config: &DecodeConfig,
+) -> Result<Event, Rejection> {
+    let Some(bytes) = value else {
+        return debezium::tombstone(key, config);
+    };
+    if bytes.len() > config.max_event_bytes {
+        return Err(reject(
+            "too_large",
+            format!(
+                "{} bytes, over max_event_bytes = {}",
+                bytes.len(),
+                config.max_event_bytes
+            ),
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| reject("not_utf8", e.to_string()))?;
+    let json: Value = serde_json::from_str(text).map_err(|e| reject("not_json", e.to_string()))?;
+    let format = match config.format {
+        EventFormat::Auto => detect(&json),
+        other => other,
+    };
+    match format {
+        EventFormat::Native | EventFormat::Auto => native::decode(json, EventFormat::Native),
+        EventFormat::Cloudevents => cloudevents::decode(json),
+        EventFormat::Debezium => debezium::decode(json, config),
+        EventFormat::Mediawiki => mediawiki::decode(json),
+    }
+}
+
+/// Tells the format from the message's shape.
+pub fn detect(json: &Value) -> EventFormat {
+    let has = |key: &str| json.get(key).is_some();
+    if has("specversion") {
+        EventFormat::Cloudevents
+    } else if has("page_change_kind")
+        || json
+            .get("$schema")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.starts_with("/mediawiki/"))
+    {
+        EventFormat::Mediawiki
+    } else if json.get("payload").is_some_and(|p| p.get("op").is_some())
+        || (has("op") && (has("after") || has("before")))
+    {
+        EventFormat::Debezium
+    } else {
+        EventFormat::Native
+    }
+}
+
+/// Milliseconds since the epoch of an RFC 3339 UTC time (`2023-07-29T07:51:39Z`, fractions
+/// and offsets accepted), without a date library.
+pub(crate) fn rfc3339_ms(text: &str) -> Option<i64> {
+    let bytes = text.as_bytes();
+    if bytes.len() < 19 {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &text[19..];
+    let mut millis = 0;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits: String = fraction.chars().take_while(char::is_ascii_digit).collect();
+        rest = &fraction[digits.len()..];
+        millis = format!("{digits:0<3}")[..3].parse::<i64>().ok()?;
+    }
+    let offset_minutes = match rest {
+        "Z" | "z" | "" => 0,
+        _ => {
+            let sign = if rest.starts_with('-') { -1 } else { 1 };
+            let hours = rest.get(1..3)?.parse::<i64>().ok()?;
+            let minutes = rest.get(4..6)?.parse::<i64>().ok()?;
+            sign * (hours * 60 + minutes)
+        }
+    };
+    // Days from civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_minutes * 60;
+    Some(seconds * 1_000 + millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_times() {
+        assert_eq!(rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(rfc3339_ms("2023-07-29T07:51:39Z"), Some(1_690_617_099_000));
+        assert_eq!(
+            rfc3339_ms("2021-01-01T00:00:00.5Z"),
+            Some(1_609_459_200_500)
+        );
+        assert_eq!(
+            rfc3339_ms("2021-01-01T01:00:00+01:00"),
+            Some(1_609_459_200_000)
+        );
+        assert_eq!(rfc3339_ms("yesterday"), None);
+    }
+}

@@ -1,0 +1,96 @@
+//! Casement's native event (`schema/native-event.schema.json`).
+
+use casement_text::{Format, Revision};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{Change, Event, EventFormat, Rejection, reject, rfc3339_ms};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NativeType {
+    Upsert,
+    Delete,
+}
+
+/// The native event, as published (Kafka key = `doc_id`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NativeEvent {
+    #[serde(rename = "type")]
+    pub kind: NativeType,
+    pub doc_id: String,
+    /// Comparable per document: a newer revision has a larger number.
+    pub revision: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `markdown`, `html`, `text` or `wikitext`; required for an upsert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Free-form; carried, not indexed.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub metadata: Map<String, Value>,
+    /// RFC 3339 time of the change at the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_time: Option<String>,
+}
+
+pub(crate) fn decode(json: Value, format: EventFormat) -> Result<Event, Rejection> {
+    let event: NativeEvent =
+        serde_json::from_value(json).map_err(|e| reject("schema", format!("native event: {e}")))?;
+    event.into_event(format)
+}
+
+impl NativeEvent {
+    pub fn into_event(self, format: EventFormat) -> Result<Event, Rejection> {
+        if self.doc_id.trim().is_empty() {
+            return Err(reject("schema", "doc_id is empty"));
+        }
+        let event_time_ms = match &self.event_time {
+            Some(time) => Some(rfc3339_ms(time).ok_or_else(|| {
+                reject(
+                    "schema",
+                    format!("event_time {time:?} is not an RFC 3339 time"),
+                )
+            })?),
+            None => None,
+        };
+        let change = match self.kind {
+            NativeType::Delete => Change::Delete {
+                doc_id: self.doc_id,
+                revision: Some(self.revision),
+            },
+            NativeType::Upsert => {
+                let format_name = self
+                    .format
+                    .ok_or_else(|| reject("schema", "an upsert needs a format"))?;
+                let format: Format = format_name
+                    .parse()
+                    .map_err(|e| reject("schema", format!("format: {e}")))?;
+                let content = self
+                    .content
+                    .ok_or_else(|| reject("no_content", "an upsert needs content"))?;
+                Change::Upsert(Revision {
+                    doc_id: self.doc_id,
+                    revision: self.revision,
+                    title: self.title,
+                    url: self.url,
+                    tenant: self.tenant,
+                    format,
+                    content,
+                })
+            }
+        };
+        Ok(Event {
+            change,
+            event_time_ms,
+            format,
+        })
+    }
+}

@@ -1,0 +1,255 @@
+//! Decoding the real samples in `../shared/data/events` (and the native schema's example).
+
+use std::path::PathBuf;
+
+use casement_events::{Change, DebeziumColumns, DecodeConfig, EventFormat, decode, detect};
+use casement_text::Format;
+use serde_json::{Value, json};
+
+fn events_dir() -> PathBuf {
+    std::env::var_os("CASEMENT_SHARED_DATA")
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+            PathBuf::from,
+        )
+        .join("events")
+}
+
+fn read(path: &str) -> String {
+    let file = events_dir().join(path);
+    std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+fn auto() -> DecodeConfig {
+    DecodeConfig::default()
+}
+
+#[test]
+fn debezium_products_decode_with_mapped_columns() {
+    let config = DecodeConfig {
+        debezium: DebeziumColumns {
+            doc_id_prefix: "products/".into(),
+            title: Some("name".into()),
+            content: "description".into(),
+            format: "text".into(),
+            ..DebeziumColumns::default()
+        },
+        ..auto()
+    };
+    let lines: Vec<String> = read("debezium/mysql-inventory-products.jsonl")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 16);
+    let mut upserts = 0;
+    let mut deletes = Vec::new();
+    for line in &lines {
+        assert_eq!(
+            detect(&serde_json::from_str(line).expect("json")),
+            EventFormat::Debezium
+        );
+        let event = decode(Some(line.as_bytes()), None, &config).expect("decodes");
+        assert_eq!(event.format, EventFormat::Debezium);
+        match event.change {
+            Change::Upsert(revision) => {
+                upserts += 1;
+                assert!(revision.doc_id.starts_with("products/1"));
+                assert_eq!(revision.format, Format::Text);
+                assert!(!revision.content.is_empty());
+                assert!(revision.title.is_some());
+            }
+            Change::Delete { doc_id, revision } => deletes.push((doc_id, revision)),
+        }
+    }
+    assert_eq!(upserts, 15);
+    assert_eq!(
+        deletes,
+        vec![("products/111".to_owned(), Some(1_589_362_344_000))]
+    );
+    // The update of 106 carries the new description and the commit time as revision.
+    let update = decode(Some(lines[9].as_bytes()), None, &config).expect("update");
+    let Change::Upsert(revision) = update.change else {
+        panic!("an update upserts")
+    };
+    assert_eq!(revision.doc_id, "products/106");
+    assert_eq!(revision.content, "18oz carpenter hammer");
+    assert_eq!(revision.revision, 1_589_361_987_000);
+    assert_eq!(update.event_time_ms, Some(1_589_361_987_000));
+    // A Kafka tombstone (no value) deletes the document named by the key.
+    let key = br#"{"schema":{"type":"struct"},"payload":{"id":111}}"#;
+    let tombstone = decode(None, Some(key), &config).expect("tombstone");
+    assert_eq!(
+        tombstone.change,
+        Change::Delete {
+            doc_id: "products/111".into(),
+            revision: None
+        }
+    );
+}
+
+#[test]
+fn mediawiki_page_change_needs_its_content() {
+    let example = read("wikimedia/examples/mediawiki-page-change-1.2.0.example1.json");
+    let mut json: Value = serde_json::from_str(&example).expect("json");
+    assert_eq!(detect(&json), EventFormat::Mediawiki);
+    // The published example carries no content body: rejected, with the reason.
+    let rejection = decode(Some(example.as_bytes()), None, &auto()).expect_err("no content");
+    assert_eq!(rejection.reason, "no_content");
+    assert!(rejection.message.contains("content_body"), "{rejection}");
+    // With the content slot filled (a stream configured to carry content), it upserts.
+    json["revision"]["content_slots"]["main"]["content_body"] =
+        json!("'''Example''' is a page.\n\n== History ==\nIt was edited.");
+    let bytes = serde_json::to_vec(&json).expect("json");
+    let event = decode(Some(&bytes), None, &auto()).expect("decodes");
+    let Change::Upsert(revision) = &event.change else {
+        panic!("an edit upserts")
+    };
+    assert_eq!(revision.doc_id, "example:1");
+    assert_eq!(revision.revision, 2);
+    assert_eq!(revision.format, Format::Wikitext);
+    assert_eq!(revision.title.as_deref(), Some("example"));
+    assert_eq!(event.event_time_ms, Some(1_609_459_200_000));
+    // A delete needs no content.
+    json["page_change_kind"] = json!("delete");
+    let bytes = serde_json::to_vec(&json).expect("json");
+    let event = decode(Some(&bytes), None, &auto()).expect("delete");
+    assert_eq!(
+        event.change,
+        Change::Delete {
+            doc_id: "example:1".into(),
+            revision: Some(2)
+        }
+    );
+    json["page_change_kind"] = json!("visibility_change");
+    let bytes = serde_json::to_vec(&json).expect("json");
+    assert_eq!(
+        decode(Some(&bytes), None, &auto())
+            .expect_err("not text")
+            .reason,
+        "unsupported"
+    );
+}
+
+/// `recentchange` events carry no text (only sizes and ids): each is rejected, saying so,
+/// rather than indexed as an empty page.
+#[test]
+fn mediawiki_recentchange_events_are_rejected_as_not_page_change() {
+    let sample = read("wikimedia/recentchange.sample.jsonl");
+    let mut count = 0;
+    for line in sample.lines() {
+        let rejection = decode(Some(line.as_bytes()), None, &auto()).expect_err("no text");
+        assert_eq!(rejection.reason, "schema");
+        assert!(rejection.message.contains("page_change"), "{rejection}");
+        count += 1;
+    }
+    assert_eq!(count, 100);
+}
+
+#[test]
+fn cloudevents_carry_native_events_and_reject_other_data() {
+    // The spec's example envelope, with a native event as its data.
+    let mut envelope: Value =
+        serde_json::from_str(&read("cloudevents/examples/json-object-data.json")).expect("json");
+    assert_eq!(detect(&envelope), EventFormat::Cloudevents);
+    // Its own data (appinfoA...) is not a native event.
+    let bytes = serde_json::to_vec(&envelope).expect("json");
+    assert_eq!(
+        decode(Some(&bytes), None, &auto())
+            .expect_err("foreign data")
+            .reason,
+        "schema"
+    );
+    envelope["data"] = json!({
+        "type": "upsert", "doc_id": "kb/42", "revision": 7, "format": "markdown",
+        "content": "# Reset\n\nHold the button for ten seconds.", "tenant": "acme"
+    });
+    let bytes = serde_json::to_vec(&envelope).expect("json");
+    let event = decode(Some(&bytes), None, &auto()).expect("decodes");
+    assert_eq!(event.format, EventFormat::Cloudevents);
+    assert_eq!(event.doc_id(), "kb/42");
+    assert_eq!(
+        event.event_time_ms,
+        Some(1_522_949_460_000),
+        "the envelope's time"
+    );
+    for (file, reason) in [
+        ("xml-string-data.json", "unsupported"),
+        ("binary-data_base64.json", "unsupported"),
+        ("json-number-data.json", "schema"),
+    ] {
+        let text = read(&format!("cloudevents/examples/{file}"));
+        let rejection = decode(Some(text.as_bytes()), None, &auto()).expect_err(file);
+        assert_eq!(rejection.reason, reason, "{file}: {rejection}");
+    }
+}
+
+#[test]
+fn bad_bytes_are_rejected_with_their_reason() {
+    let config = DecodeConfig {
+        max_event_bytes: 64,
+        ..auto()
+    };
+    let reason = |bytes: &[u8]| {
+        decode(Some(bytes), Some(b"k"), &config)
+            .expect_err("bad")
+            .reason
+    };
+    assert_eq!(reason(&[b'x'; 65]), "too_large");
+    assert_eq!(reason(&[0xff, 0xfe, b'{']), "not_utf8");
+    assert_eq!(reason(b"{\"type\": "), "not_json");
+    assert_eq!(reason(br#"{"type":"upsert","doc_id":"d"}"#), "schema");
+    assert_eq!(
+        reason(br#"{"type":"upsert","doc_id":"d","revision":1,"format":"md"}"#),
+        "no_content"
+    );
+    assert_eq!(
+        reason(br#"{"type":"upsert","doc_id":" ","revision":1}"#),
+        "schema"
+    );
+    assert_eq!(
+        reason(br#"{"type":"move","doc_id":"d","revision":1}"#),
+        "schema"
+    );
+    assert_eq!(
+        reason(br#"{"type":"delete","doc_id":"d","revision":1,"x":1}"#),
+        "schema"
+    );
+    let delete = decode(
+        Some(br#"{"type":"delete","doc_id":"d","revision":3}"#),
+        None,
+        &config,
+    )
+    .expect("delete");
+    assert_eq!(
+        delete.change,
+        Change::Delete {
+            doc_id: "d".into(),
+            revision: Some(3)
+        }
+    );
+}
+
+/// The JSON Schema file lists exactly the fields the decoder accepts.
+#[test]
+fn the_schema_file_is_valid_json_and_names_every_field() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schema/native-event.schema.json");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("schema")).expect("json");
+    let properties: Vec<&str> = schema["properties"]
+        .as_object()
+        .expect("properties")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let full = json!({
+        "type": "upsert", "doc_id": "d", "revision": 1, "title": "T", "format": "html",
+        "content": "<p>x</p>", "tenant": "t", "url": "https://x", "metadata": {"a": 1},
+        "event_time": "2026-11-22T10:00:00Z"
+    });
+    for key in full.as_object().expect("object").keys() {
+        assert!(properties.contains(&key.as_str()), "{key} is in the schema");
+    }
+    assert_eq!(properties.len(), full.as_object().expect("object").len());
+    let bytes = serde_json::to_vec(&full).expect("json");
+    decode(Some(&bytes), Some(b"d"), &auto()).expect("the full example decodes");
+}
