@@ -6,6 +6,8 @@
 
 pub mod config;
 pub mod dry_run;
+pub mod offsets;
+pub mod process;
 pub mod revision_log;
 
 pub use config::IndexerConfig;

@@ -1,0 +1,165 @@
+//! The processing core on Qdrant Edge with the real model (`make models`): the bundled
+//! 18F sample replayed event by event equals a rebuild; redelivery writes nothing new; a
+//! revert costs no model call; an older upsert after a delete changes nothing.
+
+use std::sync::Arc;
+
+use casement_events::{Change, Event, EventFormat};
+use casement_indexer::process::{Outcome, Processor, embedding_cache};
+use casement_indexer::revision_log;
+use casement_inference::{BlockingPool, Embed, EmbedderConfig, OnnxEmbedder};
+use casement_store::{EdgeStore, Store, StoreConfig};
+use casement_text::{TextConfig, plan_upsert};
+
+fn processor(dir: &std::path::Path) -> Processor<EdgeStore> {
+    let embedder =
+        Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model (make models)"));
+    let model_id = embedder.model_id().to_owned();
+    let mut config = StoreConfig::default();
+    config.edge.path = dir.join("index");
+    let store = EdgeStore::open(&config, embedder.dimension()).expect("store");
+    let pool = BlockingPool::new(embedder, 1);
+    Processor::new(
+        store,
+        pool,
+        model_id,
+        TextConfig::default(),
+        embedding_cache(10_000),
+    )
+}
+
+fn events() -> Vec<Event> {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../sample/18f-handbook/revisions.jsonl");
+    let (events, rejected) = revision_log::read(&path).expect("sample");
+    assert!(rejected.is_empty());
+    events
+        .iter()
+        .map(|e| Event {
+            change: if e.is_delete() {
+                Change::Delete {
+                    doc_id: e.doc_id.clone(),
+                    revision: Some(e.revision),
+                }
+            } else {
+                Change::Upsert(e.to_revision().expect("revision"))
+            },
+            event_time_ms: None,
+            format: EventFormat::Native,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_stream_equals_a_rebuild_and_redelivery_is_free() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let processor = processor(dir.path());
+    let events = events();
+    let mut embedded = 0;
+    for event in &events {
+        match processor.process(event).await.expect("process") {
+            Outcome::Applied(d) | Outcome::Deleted(d) => embedded += d.embedded,
+            Outcome::Stale { .. } => panic!("the sample is in order"),
+        }
+        // Redelivery (at-least-once): nothing is embedded or written again.
+        match processor.process(event).await.expect("redelivery") {
+            Outcome::Applied(d) | Outcome::Deleted(d) => {
+                assert_eq!(
+                    (d.embedded, d.cache_hits, d.payload_updated, d.deleted),
+                    (0, 0, 0, 0)
+                );
+            }
+            Outcome::Stale { .. } => assert!(matches!(event.change, Change::Delete { .. })),
+        }
+    }
+    assert!(embedded > 0);
+    let mut last = std::collections::BTreeMap::new();
+    for event in &events {
+        last.insert(event.doc_id().to_owned(), event.change.clone());
+    }
+    for (doc_id, change) in last {
+        let mut stored = processor.store.records(&doc_id).await.expect("records");
+        stored.sort_by_key(|r| r.id);
+        match change {
+            Change::Upsert(revision) => {
+                let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
+                let mut rebuild = plan.embed;
+                rebuild.sort_by_key(|r| r.id);
+                assert_eq!(stored, rebuild, "{doc_id}");
+            }
+            Change::Delete { .. } => assert!(stored.is_empty(), "{doc_id} deleted"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revert_costs_no_model_call_and_a_tombstone_fences_older_upserts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let processor = processor(dir.path());
+    let upsert = |revision: u64, content: &str| Event {
+        change: Change::Upsert(casement_text::Revision {
+            doc_id: "kb/reset".into(),
+            revision,
+            title: Some("Reset".into()),
+            url: None,
+            tenant: None,
+            format: casement_text::Format::Markdown,
+            content: content.into(),
+        }),
+        event_time_ms: None,
+        format: EventFormat::Native,
+    };
+    let v1 = "# Reset\n\nHold the button for ten seconds. The light blinks twice.\n";
+    let v2 = "# Reset\n\nHold the button for twenty seconds. The light blinks twice.\n";
+    let Outcome::Applied(first) = processor.process(&upsert(1, v1)).await.expect("v1") else {
+        panic!("applies")
+    };
+    assert_eq!(first.embedded, 2);
+    let Outcome::Applied(edit) = processor.process(&upsert(2, v2)).await.expect("v2") else {
+        panic!("applies")
+    };
+    assert_eq!((edit.embedded, edit.deleted), (1, 1));
+    let Outcome::Applied(revert) = processor.process(&upsert(3, v1)).await.expect("v3") else {
+        panic!("applies")
+    };
+    assert_eq!(
+        (revert.embedded, revert.cache_hits),
+        (0, 1),
+        "the old vector comes from the cache"
+    );
+    let delete = Event {
+        change: Change::Delete {
+            doc_id: "kb/reset".into(),
+            revision: Some(4),
+        },
+        event_time_ms: None,
+        format: EventFormat::Native,
+    };
+    assert!(matches!(
+        processor.process(&delete).await.expect("delete"),
+        Outcome::Deleted(_)
+    ));
+    for revision in [2, 4] {
+        assert_eq!(
+            processor
+                .process(&upsert(revision, v2))
+                .await
+                .expect("stale"),
+            Outcome::Stale {
+                indexed_revision: 4
+            }
+        );
+    }
+    assert!(
+        processor
+            .store
+            .records("kb/reset")
+            .await
+            .expect("records")
+            .is_empty()
+    );
+    assert!(matches!(
+        processor.process(&upsert(5, v2)).await.expect("v5"),
+        Outcome::Applied(_)
+    ));
+}
