@@ -126,11 +126,11 @@ fn plan_event(
     if event.is_delete() {
         return Ok(plan_delete(&current, &event.doc_id, event.revision));
     }
-    if event.content.len() > config.max_event_bytes {
+    if event.content.len() > config.events.max_event_bytes {
         return Err(format!(
             "content is {} bytes, over max_event_bytes = {}",
             event.content.len(),
-            config.max_event_bytes
+            config.events.max_event_bytes
         ));
     }
     let revision = event.to_revision().map_err(|e| e.to_string())?;

@@ -1,7 +1,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use casement_indexer::{IndexerConfig, config, dry_run};
+use casement_indexer::{IndexerConfig, config, dry_run, replay, service};
 use clap::{Parser, Subcommand};
 
 /// Casement indexer: keeps a sentence-window index in step with a CMS.
@@ -25,6 +25,16 @@ enum Command {
         /// Print only the summary, not one line per event.
         #[arg(long)]
         quiet: bool,
+    },
+    /// Consume change events from Kafka into the index (until SIGTERM or Ctrl-C).
+    Run,
+    /// Publish a revision log (JSONL, optionally .gz; create, update, rename, delete) to
+    /// the configured topic as native events, key = doc_id.
+    Replay {
+        input: PathBuf,
+        /// Milliseconds to wait between events (to watch live updates).
+        #[arg(long)]
+        pace_ms: Option<u64>,
     },
     /// Load and validate the configuration, print it as TOML, and exit.
     CheckConfig,
@@ -53,10 +63,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let stdout = std::io::stdout();
             dry_run::run(&config, &input, &mut stdout.lock(), !quiet)?;
         }
+        Command::Run => {
+            service::init_logging(&config.log)?;
+            tokio_runtime()?.block_on(service::run(config))?;
+        }
+        Command::Replay { input, pace_ms } => {
+            let pace = pace_ms.map(std::time::Duration::from_millis);
+            let summary =
+                tokio_runtime()?.block_on(replay::run(&config.kafka, &input, pace, true))?;
+            if summary.skipped_lines > 0 {
+                eprintln!("{} lines skipped (see above)", summary.skipped_lines);
+            }
+        }
         Command::CheckConfig => print!(
             "{}",
             toml::to_string(&config).context("serialising config")?
         ),
     }
     Ok(())
+}
+
+fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }

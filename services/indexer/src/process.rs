@@ -1,13 +1,19 @@
-//! One event against the index: fence → read the document's records → plan → embed only
-//! what the plan says (through the embedding cache) → write. Shared by every source (Kafka,
-//! and the local sources of the all-in-one binary).
+//! One event against the index, in document order: fence → read the document's records →
+//! segment against them → enrich → plan → embed only what the plan says → write. Shared by
+//! every source (Kafka, and the local sources of the all-in-one binary).
+//!
+//! These stages run in sequence per document because each reads what the previous event of
+//! the same document wrote; documents run concurrently in the pipeline's lanes.
 
-use std::sync::Arc;
+use std::time::Instant;
 
 use casement_events::{Change, Event};
-use casement_inference::BlockingPool;
 use casement_store::{Applied, Store};
-use casement_text::{ChangePlan, Fence, TextConfig, fence, hash_hex, plan_delete, plan_upsert};
+use casement_text::{Fence, TextConfig, fence, plan_delete, plan_segmented, segment_against};
+
+use crate::embed::Embedder;
+use crate::enrich::Enricher;
+use crate::metrics::Metrics;
 
 /// What an applied event decided for its sentences.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,53 +70,58 @@ impl ProcessError {
         }
     }
 
-    /// The `reason` label of a dead letter.
+    /// The `reason` of a dead letter, or the `stage` of a retry.
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Store(_) => "store",
-            Self::Embed(_) => "embedding",
+            Self::Embed(_) => "embed",
             Self::Text(_) => "text",
         }
     }
 }
 
-/// Embedding cache: hash(model id + embedding input) → vector.
-pub type EmbeddingCache = moka::sync::Cache<String, Arc<Vec<f32>>>;
-
-pub fn embedding_cache(max_entries: u64) -> EmbeddingCache {
-    moka::sync::Cache::new(max_entries)
-}
-
 #[derive(Debug, Clone)]
 pub struct Processor<S> {
     pub store: S,
-    pool: BlockingPool,
-    model_id: String,
+    embedder: Embedder,
+    enricher: Enricher,
     text: TextConfig,
-    cache: EmbeddingCache,
+    metrics: Metrics,
 }
 
 impl<S: Store> Processor<S> {
     pub fn new(
         store: S,
-        pool: BlockingPool,
-        model_id: String,
+        embedder: Embedder,
+        enricher: Enricher,
         text: TextConfig,
-        cache: EmbeddingCache,
+        metrics: Metrics,
     ) -> Self {
         Self {
             store,
-            pool,
-            model_id,
+            embedder,
+            enricher,
             text,
-            cache,
+            metrics,
         }
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Applies one event. Safe to call again with the same event (at-least-once delivery):
     /// the plan is computed from the index, so a repeat writes nothing new.
     pub async fn process(&self, event: &Event) -> Result<Outcome, ProcessError> {
         let doc_id = event.doc_id();
+        let mut clock = Instant::now();
+        let mut lap = |stage: &str| {
+            let now = Instant::now();
+            let elapsed = now - clock;
+            self.metrics.stage(stage, elapsed);
+            clock = now;
+            elapsed
+        };
         let indexed = self.store.document(doc_id).await?;
         let (is_delete, revision) = match &event.change {
             Change::Upsert(revision) => (false, revision.revision),
@@ -120,63 +131,57 @@ impl<S: Store> Processor<S> {
                 revision.unwrap_or_else(|| indexed.as_ref().map_or(0, |d| d.revision)),
             ),
         };
-        if let Fence::Stale { indexed_revision } = fence(indexed.as_ref(), revision, is_delete) {
+        let fenced = fence(indexed.as_ref(), revision, is_delete);
+        lap("fence");
+        if let Fence::Stale { indexed_revision } = fenced {
             return Ok(Outcome::Stale { indexed_revision });
         }
         let current = self.store.records(doc_id).await?;
+        lap("read");
         let plan = match &event.change {
-            Change::Upsert(rev) => plan_upsert(&current, rev, &self.text)?.0,
+            Change::Upsert(rev) => {
+                let segmented = segment_against(&current, rev, &self.text)?;
+                lap("plan");
+                let contexts = self.enricher.contexts(&segmented, &current).await;
+                lap("enrich");
+                plan_segmented(&current, &segmented, &self.text, |section| {
+                    contexts.get(&section.id).cloned().unwrap_or_default()
+                })
+            }
             Change::Delete { .. } => plan_delete(&current, doc_id, revision),
         };
-        let mut decisions = Decisions {
+        lap("plan");
+        let embedded = self.embedder.embed(&plan.embed).await?;
+        lap("embed");
+        let decisions = Decisions {
+            embedded: embedded.from_model,
+            cache_hits: embedded.from_cache,
             payload_updated: plan.update_payload.len(),
             deleted: plan.delete.len(),
             unchanged: plan.unchanged,
-            ..Decisions::default()
         };
-        let vectors = self.vectors(&plan, &mut decisions).await?;
-        match self.store.apply(&plan, &vectors).await? {
-            Applied::Stale { indexed_revision } => Ok(Outcome::Stale { indexed_revision }),
-            Applied::Written if is_delete => Ok(Outcome::Deleted(decisions)),
-            Applied::Written => Ok(Outcome::Applied(decisions)),
-        }
-    }
-
-    /// Vectors for `plan.embed`, from the cache where possible, the model otherwise.
-    async fn vectors(
-        &self,
-        plan: &ChangePlan,
-        decisions: &mut Decisions,
-    ) -> Result<Vec<Vec<f32>>, ProcessError> {
-        let inputs: Vec<String> = plan.embed.iter().map(|r| r.embedding_input()).collect();
-        let keys: Vec<String> = inputs
-            .iter()
-            .map(|input| {
-                let mut key = self.model_id.clone();
-                key.push('\0');
-                key.push_str(input);
-                hash_hex(key.as_bytes())
-            })
-            .collect();
-        let mut vectors: Vec<Option<Arc<Vec<f32>>>> =
-            keys.iter().map(|k| self.cache.get(k)).collect();
-        let missing: Vec<usize> = (0..inputs.len())
-            .filter(|&i| vectors[i].is_none())
-            .collect();
-        decisions.cache_hits = inputs.len() - missing.len();
-        decisions.embedded = missing.len();
-        if !missing.is_empty() {
-            let texts = missing.iter().map(|&i| inputs[i].clone()).collect();
-            let embedded = self.pool.embed(texts).await?;
-            for (&i, vector) in missing.iter().zip(embedded) {
-                let vector = Arc::new(vector);
-                self.cache.insert(keys[i].clone(), vector.clone());
-                vectors[i] = Some(vector);
+        let written = self.store.apply(&plan, &embedded.vectors).await?;
+        let write_time = lap("write");
+        self.metrics.store_write.observe(write_time.as_secs_f64());
+        let outcome = match written {
+            Applied::Stale { indexed_revision } => Outcome::Stale { indexed_revision },
+            Applied::Written if is_delete => Outcome::Deleted(decisions),
+            Applied::Written => Outcome::Applied(decisions),
+        };
+        if let Outcome::Applied(d) | Outcome::Deleted(d) = outcome {
+            for (decision, n) in [
+                ("embedded", d.embedded),
+                ("reused", d.cache_hits),
+                ("payload_updated", d.payload_updated),
+                ("deleted", d.deleted),
+                ("unchanged", d.unchanged),
+            ] {
+                self.metrics
+                    .sentences
+                    .with_label_values(&[decision])
+                    .inc_by(n as u64);
             }
         }
-        Ok(vectors
-            .into_iter()
-            .map(|v| v.map(|v| v.as_ref().clone()).unwrap_or_default())
-            .collect())
+        Ok(outcome)
     }
 }

@@ -25,6 +25,9 @@ pub struct LogEvent {
     pub path: Option<String>,
     #[serde(default)]
     pub seq: Option<u64>,
+    /// RFC 3339 time of the revision at the source.
+    #[serde(default)]
+    pub timestamp: Option<String>,
 }
 
 fn default_format() -> String {

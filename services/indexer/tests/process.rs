@@ -2,29 +2,21 @@
 //! 18F sample replayed event by event equals a rebuild; redelivery writes nothing new; a
 //! revert costs no model call; an older upsert after a delete changes nothing.
 
-use std::sync::Arc;
+mod support;
 
 use casement_events::{Change, Event, EventFormat};
-use casement_indexer::process::{Outcome, Processor, embedding_cache};
+use casement_indexer::config::EnrichConfig;
+use casement_indexer::metrics::Metrics;
+use casement_indexer::process::{Outcome, Processor};
 use casement_indexer::revision_log;
-use casement_inference::{BlockingPool, Embed, EmbedderConfig, OnnxEmbedder};
-use casement_store::{EdgeStore, Store, StoreConfig};
+use casement_store::{EdgeStore, Store};
 use casement_text::{TextConfig, plan_upsert};
 
 fn processor(dir: &std::path::Path) -> Processor<EdgeStore> {
-    let embedder =
-        Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model (make models)"));
-    let model_id = embedder.model_id().to_owned();
-    let mut config = StoreConfig::default();
-    config.edge.path = dir.join("index");
-    let store = EdgeStore::open(&config, embedder.dimension()).expect("store");
-    let pool = BlockingPool::new(embedder, 1);
-    Processor::new(
-        store,
-        pool,
-        model_id,
-        TextConfig::default(),
-        embedding_cache(10_000),
+    support::processor_over(
+        support::open_store(dir),
+        &EnrichConfig::default(),
+        &Metrics::new(),
     )
 }
 

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use debezium::DebeziumColumns;
-pub use native::NativeEvent;
+pub use native::{NativeEvent, NativeType};
 
 /// The format of a message, or `auto` to tell from its shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

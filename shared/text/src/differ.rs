@@ -11,9 +11,9 @@ use uuid::Uuid;
 use crate::config::TextConfig;
 use crate::document::DocumentState;
 use crate::error::Result;
-use crate::records::{SentenceRecord, build_records};
+use crate::records::{SentenceRecord, build_records, build_records_with};
 use crate::revision::Revision;
-use crate::segmenter::{KnownSection, KnownSections, SegmentedRevision, segment_reusing};
+use crate::segmenter::{KnownSection, KnownSections, Section, SegmentedRevision, segment_reusing};
 
 /// The operations that bring one document to one revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,10 +76,32 @@ pub fn plan_upsert(
     revision: &Revision,
     config: &TextConfig,
 ) -> Result<(ChangePlan, SegmentedRevision)> {
-    let segmented = segment_reusing(revision, config, &known_sections(current))?;
+    let segmented = segment_against(current, revision, config)?;
     let target = build_records(&segmented, config);
     let plan = diff_records(current, target, &segmented);
     Ok((plan, segmented))
+}
+
+/// The first half of [`plan_upsert`], for callers that enrich sections before planning:
+/// segments `revision`, reusing the sentence boundaries of sections the index already has.
+pub fn segment_against(
+    current: &[SentenceRecord],
+    revision: &Revision,
+    config: &TextConfig,
+) -> Result<SegmentedRevision> {
+    segment_reusing(revision, config, &known_sections(current))
+}
+
+/// The second half: plans `segmented` over `current` with one enrichment context per
+/// section, given as `(context, context_source)` by `context_of`.
+pub fn plan_segmented(
+    current: &[SentenceRecord],
+    segmented: &SegmentedRevision,
+    config: &TextConfig,
+    context_of: impl Fn(&Section) -> (String, String),
+) -> ChangePlan {
+    let target = build_records_with(segmented, config, context_of);
+    diff_records(current, target, segmented)
 }
 
 /// Plans the deletion of a document: every point goes, a tombstone stays.

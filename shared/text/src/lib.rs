@@ -30,13 +30,18 @@ pub mod tokens;
 pub mod window;
 
 pub use config::{CodeBlocks, TextConfig};
-pub use differ::{ChangePlan, Operation, plan_delete, plan_upsert};
+pub use differ::{
+    ChangePlan, Operation, plan_delete, plan_segmented, plan_upsert, segment_against,
+};
 pub use document::{DocumentState, Fence, fence};
 pub use error::{Error, Result};
 pub use extract::{BlockKind, ExtractedText, extract};
 pub use hashing::hash_hex;
 pub use memory::MemoryIndex;
-pub use records::{SentenceRecord, build_records};
+pub use records::{
+    STRUCTURAL_CONTEXT_SOURCE, SentenceRecord, build_records, build_records_with,
+    structural_context,
+};
 pub use revision::{Format, Revision};
-pub use segmenter::{SegmentedRevision, segment};
+pub use segmenter::{Section, SegmentedRevision, segment};
 pub use tokens::estimate_tokens;

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::config::TextConfig;
 use crate::hashing::{Hasher128, hash_hex};
-use crate::segmenter::SegmentedRevision;
+use crate::segmenter::{Section, SegmentedRevision};
 use crate::window::window_range;
 
 /// Namespace of Casement point ids (a fixed random UUID; changing it changes every id).
@@ -150,10 +150,25 @@ pub fn point_id(doc_id: &str, section_id: &str, text_hash: &str, occurrence: u32
 
 /// The records that indexing `segmented` from scratch stores.
 pub fn build_records(segmented: &SegmentedRevision, config: &TextConfig) -> Vec<SentenceRecord> {
+    build_records_with(segmented, config, |section| {
+        (
+            structural_context(&segmented.title, &section.heading_path),
+            STRUCTURAL_CONTEXT_SOURCE.to_owned(),
+        )
+    })
+}
+
+/// [`build_records`] with the enrichment context of each section from `context_of`, as
+/// `(context, context_source)`.
+pub fn build_records_with(
+    segmented: &SegmentedRevision,
+    config: &TextConfig,
+    context_of: impl Fn(&Section) -> (String, String),
+) -> Vec<SentenceRecord> {
     let chars = CharOffsets::new(&segmented.text);
     let mut records = Vec::with_capacity(segmented.sentence_count());
     for section in &segmented.sections {
-        let context = structural_context(&segmented.title, &section.heading_path);
+        let (context, context_source) = context_of(section);
         let count = section.sentences.len() as u32;
         let mut occurrences: HashMap<&str, u32> = HashMap::new();
         for (index, range) in section.sentences.iter().enumerate() {
@@ -187,7 +202,7 @@ pub fn build_records(segmented: &SegmentedRevision, config: &TextConfig) -> Vec<
                 window_char_start: chars.of(window.start),
                 window_char_end: chars.of(window.end),
                 context: context.clone(),
-                context_source: STRUCTURAL_CONTEXT_SOURCE.to_owned(),
+                context_source: context_source.clone(),
                 text_hash,
                 embed_hash: embed.hex(),
             });

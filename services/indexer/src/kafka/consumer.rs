@@ -1,0 +1,253 @@
+//! The consumer-group source: messages into the pipeline (pausing the assignment when the
+//! pipeline is full), commits of finished prefixes, commit on revoke, lag from statistics.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::statistics::Statistics;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::KafkaConfig;
+use crate::metrics::Metrics;
+use crate::source::{Acknowledge, Offsets, SourceMessage};
+
+pub type KafkaConsumer = StreamConsumer<SourceContext>;
+
+/// Rebalance and statistics callbacks (run on librdkafka's poll thread).
+#[derive(Debug)]
+pub struct SourceContext {
+    topic: String,
+    offsets: Offsets,
+    metrics: Metrics,
+}
+
+impl ClientContext for SourceContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
+        super::log(level, facility, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(target: "rdkafka", %error, reason, "client error");
+    }
+
+    fn stats(&self, statistics: Statistics) {
+        let Some(topic) = statistics.topics.get(&self.topic) else {
+            return;
+        };
+        let tracked = self.offsets.lock();
+        for (&partition, stats) in &topic.partitions {
+            if tracked.contains_key(&partition) && stats.consumer_lag >= 0 {
+                self.metrics
+                    .consumer_lag
+                    .with_label_values(&[&partition.to_string()])
+                    .set(stats.consumer_lag);
+            }
+        }
+    }
+}
+
+impl ConsumerContext for SourceContext {
+    /// Commits what finished in the revoked partitions, and forgets them: events still in
+    /// the pipeline for them finish, but are not committed by this member.
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let Rebalance::Revoke(revoked) = rebalance else {
+            return;
+        };
+        let mut tracked = self.offsets.lock();
+        let mut positions = TopicPartitionList::new();
+        for element in revoked.elements() {
+            let partition = element.partition();
+            let _ = self
+                .metrics
+                .consumer_lag
+                .remove_label_values(&[&partition.to_string()]);
+            if let Some(state) = tracked.remove(&partition)
+                && let Some(next) = state.committable()
+                && let Err(error) =
+                    positions.add_partition_offset(element.topic(), partition, Offset::Offset(next))
+            {
+                tracing::warn!(%error, partition, "commit on revoke");
+            }
+        }
+        drop(tracked);
+        tracing::info!(partitions = revoked.count(), "partitions revoked");
+        if positions.count() > 0
+            && let Err(error) = consumer.commit(&positions, CommitMode::Sync)
+        {
+            tracing::warn!(%error, "commit on revoke failed (events after the last commit will be delivered again)");
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Error(error) = rebalance {
+            tracing::warn!(%error, "rebalance error");
+        }
+        let assigned = consumer.assignment().map_or(0, |a| a.count());
+        self.metrics.partitions.set(assigned as i64);
+        tracing::info!(partitions = assigned, "partitions assigned");
+    }
+
+    fn commit_callback(
+        &self,
+        result: rdkafka::error::KafkaResult<()>,
+        _offsets: &TopicPartitionList,
+    ) {
+        if let Err(error) = result {
+            tracing::warn!(%error, "offset commit failed (retried with the next commit)");
+        }
+    }
+}
+
+/// Creates the group consumer and subscribes to the topic.
+pub fn connect(
+    config: &KafkaConfig,
+    offsets: Offsets,
+    metrics: Metrics,
+) -> anyhow::Result<Arc<KafkaConsumer>> {
+    let client = super::client_config(
+        config,
+        &[
+            ("group.id", &config.group_id),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("auto.offset.reset", "earliest"),
+            ("enable.partition.eof", "false"),
+            ("statistics.interval.ms", "5000"),
+        ],
+    );
+    let context = SourceContext {
+        topic: config.topic.clone(),
+        offsets,
+        metrics,
+    };
+    let consumer: KafkaConsumer = client
+        .create_with_context(context)
+        .map_err(|e| anyhow::anyhow!("creating the Kafka consumer: {e}"))?;
+    consumer
+        .subscribe(&[&config.topic])
+        .map_err(|e| anyhow::anyhow!("subscribing to {:?}: {e}", config.topic))?;
+    Ok(Arc::new(consumer))
+}
+
+/// Reads messages into the pipeline until shutdown. When the pipeline is full the
+/// assignment is paused (the group membership stays alive) and resumed when it drains.
+pub async fn consume(
+    consumer: Arc<KafkaConsumer>,
+    input: mpsc::Sender<SourceMessage>,
+    offsets: Offsets,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut backlog: VecDeque<SourceMessage> = VecDeque::new();
+    let mut paused = false;
+    loop {
+        while !backlog.is_empty() {
+            match input.try_reserve() {
+                Ok(permit) => permit.send(backlog.pop_front().unwrap_or_else(|| unreachable!())),
+                Err(mpsc::error::TrySendError::Full(())) => break,
+                Err(mpsc::error::TrySendError::Closed(())) => return,
+            }
+        }
+        if backlog.is_empty() == paused {
+            paused = !paused;
+            set_paused(&consumer, paused);
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            permit = input.reserve(), if !backlog.is_empty() => match permit {
+                Ok(permit) => permit.send(backlog.pop_front().unwrap_or_else(|| unreachable!())),
+                Err(_) => return,
+            },
+            received = consumer.recv() => match received {
+                Ok(message) => {
+                    let message = SourceMessage {
+                        topic: message.topic().to_owned(),
+                        partition: message.partition(),
+                        offset: message.offset(),
+                        key: message.key().map(<[u8]>::to_vec),
+                        payload: message.payload().map(<[u8]>::to_vec),
+                        timestamp_ms: message.timestamp().to_millis(),
+                    };
+                    offsets.started(message.partition, message.offset);
+                    backlog.push_back(message);
+                    if paused {
+                        set_paused(&consumer, true); // Partitions assigned meanwhile.
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "Kafka consumer error (retrying)");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            },
+        }
+    }
+}
+
+fn set_paused(consumer: &KafkaConsumer, pause: bool) {
+    let Ok(assignment) = consumer.assignment() else {
+        return;
+    };
+    let result = if pause {
+        consumer.pause(&assignment)
+    } else {
+        consumer.resume(&assignment)
+    };
+    match result {
+        Ok(()) => tracing::debug!(pause, "consumer flow control"),
+        Err(error) => tracing::warn!(%error, pause, "pausing/resuming the assignment"),
+    }
+}
+
+/// Commits through the consumer (asynchronously; a failed commit is retried by the next).
+pub struct KafkaAck {
+    pub consumer: Arc<KafkaConsumer>,
+    pub topic: String,
+}
+
+impl std::fmt::Debug for KafkaAck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaAck")
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+impl KafkaAck {
+    fn list(&self, positions: &[(i32, i64)]) -> TopicPartitionList {
+        let mut list = TopicPartitionList::new();
+        for &(partition, next) in positions {
+            let _ = list.add_partition_offset(&self.topic, partition, Offset::Offset(next));
+        }
+        list
+    }
+
+    /// A synchronous commit, for shutdown.
+    pub fn commit_sync(&self, positions: &[(i32, i64)]) -> anyhow::Result<()> {
+        if positions.is_empty() {
+            return Ok(());
+        }
+        self.consumer
+            .commit(&self.list(positions), CommitMode::Sync)
+            .map_err(|e| anyhow::anyhow!("final offset commit: {e}"))
+    }
+}
+
+impl Acknowledge for KafkaAck {
+    fn commit(&self, positions: &[(i32, i64)]) {
+        if let Err(error) = self
+            .consumer
+            .commit(&self.list(positions), CommitMode::Async)
+        {
+            tracing::warn!(%error, "offset commit failed (retried with the next)");
+        }
+    }
+}

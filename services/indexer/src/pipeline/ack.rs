@@ -1,0 +1,76 @@
+//! Acknowledge stage: finished offsets → commits of the finished prefix per partition;
+//! outcome counts and freshness.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{Finish, Finished};
+use crate::metrics::Metrics;
+use crate::source::{Acknowledge, Offsets};
+
+pub async fn run<A: Acknowledge>(
+    mut done: mpsc::Receiver<Finished>,
+    offsets: Offsets,
+    ack: Arc<A>,
+    commit_interval_ms: u64,
+    metrics: Metrics,
+    observer: Option<mpsc::UnboundedSender<Finished>>,
+) {
+    let mut committed: HashMap<i32, i64> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(commit_interval_ms.max(1)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            finished = done.recv() => {
+                let Some(finished) = finished else { break };
+                offsets.finished(finished.partition, finished.offset);
+                record(&metrics, &finished);
+                if let Some(observer) = &observer {
+                    let _ = observer.send(finished);
+                }
+            }
+            _ = tick.tick() => commit(&offsets, ack.as_ref(), &mut committed, &metrics),
+        }
+    }
+    commit(&offsets, ack.as_ref(), &mut committed, &metrics);
+}
+
+fn record(metrics: &Metrics, finished: &Finished) {
+    metrics
+        .events
+        .with_label_values(&[finished.finish.label()])
+        .inc();
+    if let (Finish::Applied(_) | Finish::Deleted(_), Some(ts)) =
+        (finished.finish, finished.timestamp_ms)
+    {
+        let seconds = (finished.finished_ms - ts).max(0) as f64 / 1000.0;
+        metrics.freshness.observe(seconds);
+    }
+}
+
+/// Commits positions that moved since the last commit. The offsets lock is held during the
+/// (non-blocking) commit call, so a rebalance's own commit never interleaves with it.
+fn commit<A: Acknowledge>(
+    offsets: &Offsets,
+    ack: &A,
+    committed: &mut HashMap<i32, i64>,
+    metrics: &Metrics,
+) {
+    let guard = offsets.lock();
+    let mut moved: Vec<(i32, i64)> = guard
+        .iter()
+        .filter_map(|(&p, o)| o.committable().map(|c| (p, c)))
+        .filter(|(p, c)| committed.get(p) != Some(c))
+        .collect();
+    let in_flight: usize = guard.values().map(|o| o.in_flight()).sum();
+    if !moved.is_empty() {
+        moved.sort_unstable();
+        ack.commit(&moved);
+        committed.extend(moved.iter().copied());
+    }
+    drop(guard);
+    metrics.in_flight.set(in_flight as i64);
+}

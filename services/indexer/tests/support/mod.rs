@@ -1,0 +1,324 @@
+//! Shared by the indexer's tests: the real model and Qdrant Edge, a Kafka broker (librdkafka's
+//! mock cluster, or the standalone broker at `KAFKA_BOOTSTRAP`), the 18F revision corpus,
+//! and the rebuild a stream must end equal to.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use casement_indexer::config::{EnrichConfig, IndexerConfig, KafkaConfig};
+use casement_indexer::embed::{Embedder, embedding_cache};
+use casement_indexer::enrich::Enricher;
+use casement_indexer::metrics::Metrics;
+use casement_indexer::process::Processor;
+use casement_indexer::revision_log::{self, LogEvent};
+use casement_inference::{BlockingPool, Embed, EmbedderConfig, OnnxEmbedder, cosine};
+use casement_store::{EdgeStore, Store, StoreConfig};
+use casement_text::{TextConfig, plan_upsert};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::{Offset, TopicPartitionList};
+
+pub fn model() -> Arc<OnnxEmbedder> {
+    static MODEL: OnceLock<Arc<OnnxEmbedder>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model (make models)"))
+        })
+        .clone()
+}
+
+pub fn open_store(dir: &Path) -> EdgeStore {
+    let mut config = StoreConfig::default();
+    config.edge.path = dir.join("index");
+    EdgeStore::open(&config, model().dimension()).expect("store")
+}
+
+pub fn processor_over<S: Store>(
+    store: S,
+    enrich: &EnrichConfig,
+    metrics: &Metrics,
+) -> Processor<S> {
+    let model = model();
+    let embedder = Embedder::new(
+        BlockingPool::new(model.clone(), 1),
+        model.model_id().to_owned(),
+        embedding_cache(100_000),
+        metrics.clone(),
+    );
+    let enricher = Enricher::new(enrich, metrics).expect("enricher");
+    Processor::new(
+        store,
+        embedder,
+        enricher,
+        TextConfig::default(),
+        metrics.clone(),
+    )
+}
+
+/// `../shared/data/revisions/18f-handbook/<name>` (next to the repository).
+pub fn corpus(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/revisions/18f-handbook")
+        .join(name)
+}
+
+pub fn read_log(path: &Path) -> Vec<LogEvent> {
+    let (events, rejected) = revision_log::read(path).expect("revision log");
+    assert!(rejected.is_empty(), "{rejected:?}");
+    events
+}
+
+/// A Kafka-protocol broker for one test: the mock cluster, or `KAFKA_BOOTSTRAP`.
+pub struct Broker {
+    pub bootstrap: String,
+    pub mock: Option<MockCluster<'static, DefaultProducerContext>>,
+}
+
+impl Broker {
+    /// `topics`: (name, partitions).
+    pub fn start(topics: &[(&str, i32)]) -> Self {
+        if let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") {
+            create_topics(&bootstrap, topics);
+            return Self {
+                bootstrap,
+                mock: None,
+            };
+        }
+        let mock = MockCluster::new(1).expect("mock cluster");
+        for (topic, partitions) in topics {
+            mock.create_topic(topic, *partitions, 1).expect("topic");
+        }
+        Self {
+            bootstrap: mock.bootstrap_servers(),
+            mock: Some(mock),
+        }
+    }
+
+    pub fn is_mock(&self) -> bool {
+        self.mock.is_some()
+    }
+}
+
+fn create_topics(bootstrap: &str, topics: &[(&str, i32)]) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    let admin: AdminClient<_> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(admin.create_topics(&new, &AdminOptions::new()))
+        .expect("create topics");
+}
+
+/// Names unique per run, so a standalone broker can be reused across runs.
+pub fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
+}
+
+/// Indexer settings for a test: fast group joins and commits.
+pub fn config(bootstrap: &str, topic: &str, group: &str, dir: &Path) -> IndexerConfig {
+    let mut config = IndexerConfig {
+        kafka: KafkaConfig {
+            bootstrap_servers: bootstrap.to_owned(),
+            topic: topic.to_owned(),
+            group_id: group.to_owned(),
+            ..KafkaConfig::default()
+        },
+        ..IndexerConfig::default()
+    };
+    for (key, value) in [
+        ("session.timeout.ms", "6000"),
+        ("heartbeat.interval.ms", "500"),
+        ("statistics.interval.ms", "1000"),
+    ] {
+        config
+            .kafka
+            .properties
+            .insert(key.into(), toml::Value::String(value.into()));
+    }
+    config.store.edge.path = dir.join("index");
+    config.admin.listen = "127.0.0.1:0".parse().unwrap();
+    config.pipeline.commit_interval_ms = 100;
+    config.pipeline.retry_max_ms = 1000;
+    config
+}
+
+/// Committed offset per partition of `group` (-1001 = none).
+pub fn committed(bootstrap: &str, group: &str, topic: &str, partitions: i32) -> Vec<i64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .create()
+        .expect("consumer");
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition(topic, p);
+    }
+    let committed = consumer
+        .committed_offsets(list, Duration::from_secs(10))
+        .expect("committed offsets");
+    (0..partitions)
+        .map(
+            |p| match committed.find_partition(topic, p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) => o,
+                _ => -1001,
+            },
+        )
+        .collect()
+}
+
+/// High watermark per partition.
+pub fn high_watermarks(bootstrap: &str, topic: &str, partitions: i32) -> Vec<i64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("consumer");
+    (0..partitions)
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .expect("watermarks")
+                .1
+        })
+        .collect()
+}
+
+/// Asserts the broker still holds every message of `topic` (the mock cluster keeps at
+/// most 5 MB per partition and drops the oldest beyond that).
+pub fn assert_log_complete(bootstrap: &str, topic: &str, partitions: i32) {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("consumer");
+    for p in 0..partitions {
+        let (low, _) = consumer
+            .fetch_watermarks(topic, p, Duration::from_secs(10))
+            .expect("watermarks");
+        assert_eq!(
+            low, 0,
+            "partition {p} of {topic} lost its oldest messages (broker retention)"
+        );
+    }
+}
+
+/// Waits until the group's committed offsets reach the high watermarks.
+pub async fn wait_committed_to_end(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+) {
+    let (bootstrap, group, topic) = (bootstrap.to_owned(), group.to_owned(), topic.to_owned());
+    let started = Instant::now();
+    loop {
+        let (b, g, t) = (bootstrap.clone(), group.clone(), topic.clone());
+        let (committed, ends) = tokio::task::spawn_blocking(move || {
+            (
+                committed(&b, &g, &t, partitions),
+                high_watermarks(&b, &t, partitions),
+            )
+        })
+        .await
+        .unwrap();
+        if committed == ends {
+            return;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "offsets not committed to the end after {timeout:?}: committed {committed:?}, end {ends:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The final event of each document.
+pub fn final_events(events: &[LogEvent]) -> BTreeMap<String, LogEvent> {
+    let mut last = BTreeMap::new();
+    for event in events {
+        last.insert(event.doc_id.clone(), event.clone());
+    }
+    last
+}
+
+/// The store holds exactly what indexing only each document's final revision stores: the
+/// same records (ids, payloads), document states, and vectors equal to a fresh embedding of
+/// each record's embedding input (`check_vectors`: all, or every n-th record).
+pub async fn assert_equals_rebuild<S: Store>(store: &S, events: &[LogEvent], check_vectors: usize) {
+    let model = model();
+    let mut vectors_checked = 0;
+    for (doc_id, event) in final_events(events) {
+        let mut stored = store.records(&doc_id).await.expect("records");
+        stored.sort_by_key(|r| r.id);
+        let state = store
+            .document(&doc_id)
+            .await
+            .expect("document")
+            .unwrap_or_else(|| {
+                panic!(
+                    "{doc_id}: no document state (final: {} at {})",
+                    event.change, event.revision
+                )
+            });
+        assert_eq!(state.revision, event.revision, "{doc_id}: indexed revision");
+        if event.is_delete() {
+            assert!(state.deleted, "{doc_id}: tombstone");
+            assert!(
+                stored.is_empty(),
+                "{doc_id}: deleted, yet {} points",
+                stored.len()
+            );
+            continue;
+        }
+        assert!(!state.deleted, "{doc_id}");
+        let revision = event.to_revision().expect("revision");
+        let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
+        let mut rebuild = plan.embed;
+        rebuild.sort_by_key(|r| r.id);
+        assert_eq!(stored.len(), rebuild.len(), "{doc_id}: point count");
+        assert_eq!(stored, rebuild, "{doc_id}: records equal the rebuild");
+        assert_eq!(state.sentence_count as usize, rebuild.len(), "{doc_id}");
+        let ids: Vec<_> = stored
+            .iter()
+            .map(|r| r.id)
+            .step_by(check_vectors.max(1))
+            .collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let got = store.dense_vectors(&ids).await.expect("vectors");
+        let inputs: Vec<String> = stored
+            .iter()
+            .step_by(check_vectors.max(1))
+            .map(|r| r.embedding_input())
+            .collect();
+        let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        let want = model.embed(&refs).expect("embed");
+        for (id, want) in ids.iter().zip(&want) {
+            let similarity = cosine(&got[id], want);
+            assert!(
+                similarity > 0.9999,
+                "{doc_id} {id}: vector differs (cosine {similarity})"
+            );
+            vectors_checked += 1;
+        }
+    }
+    assert!(vectors_checked > 0 || check_vectors == 0);
+}
