@@ -22,6 +22,10 @@ pub async fn run<A: Acknowledge>(
     let mut committed: HashMap<i32, i64> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(commit_interval_ms.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Every few seconds all positions are committed again, moved or not: a commit that
+    // failed (broker down) is not retried otherwise once the stream is idle.
+    let refresh_every = (5_000 / commit_interval_ms.max(1)).max(1);
+    let mut ticks = 0u64;
     loop {
         tokio::select! {
             finished = done.recv() => {
@@ -32,7 +36,13 @@ pub async fn run<A: Acknowledge>(
                     let _ = observer.send(finished);
                 }
             }
-            _ = tick.tick() => commit(&offsets, ack.as_ref(), &mut committed, &metrics),
+            _ = tick.tick() => {
+                ticks += 1;
+                if ticks.is_multiple_of(refresh_every) {
+                    committed.clear();
+                }
+                commit(&offsets, ack.as_ref(), &mut committed, &metrics);
+            }
         }
     }
     commit(&offsets, ack.as_ref(), &mut committed, &metrics);
