@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run test models bench-text bench-embed bench-rerank bench-store fmt
+.PHONY: run test models bench-text bench-embed bench-rerank bench-store bench-pipeline fmt
 
 ## Replay the bundled sample through the text core and show what would be indexed.
 run:
@@ -37,6 +37,12 @@ bench-rerank: models
 ## per 100k points, on SQuAD sentences (needs ../shared/data); writes target/bench/store.json.
 bench-store:
 	$(CARGO) bench --locked -p casement-store --bench store
+
+## The full 18F corpus (5,875 events) through Kafka (librdkafka's mock cluster) into Qdrant
+## Edge with the real model, whole-document re-embedding vs incremental, and freshness of
+## single edits (needs ../shared/data); writes target/bench/pipeline.json.
+bench-pipeline: models
+	$(CARGO) bench --locked -p casement-indexer --bench pipeline
 
 fmt:
 	$(CARGO) fmt --all

@@ -46,17 +46,21 @@ impl Embedder {
         }
     }
 
+    /// Vectors for `records`; with `use_cache` false every one goes to the model.
     pub async fn embed(
         &self,
         records: &[SentenceRecord],
+        use_cache: bool,
     ) -> Result<Embedded, casement_inference::Error> {
         let inputs: Vec<String> = records.iter().map(|r| r.embedding_input()).collect();
         let keys: Vec<String> = inputs
             .iter()
             .map(|input| hash_hex(format!("{}\0{input}", self.model_id).as_bytes()))
             .collect();
-        let mut vectors: Vec<Option<Arc<Vec<f32>>>> =
-            keys.iter().map(|k| self.cache.get(k)).collect();
+        let mut vectors: Vec<Option<Arc<Vec<f32>>>> = keys
+            .iter()
+            .map(|k| self.cache.get(k).filter(|_| use_cache))
+            .collect();
         let missing: Vec<usize> = (0..inputs.len())
             .filter(|&i| vectors[i].is_none())
             .collect();

@@ -9,7 +9,10 @@ use std::time::Instant;
 
 use casement_events::{Change, Event};
 use casement_store::{Applied, Store};
-use casement_text::{Fence, TextConfig, fence, plan_delete, plan_segmented, segment_against};
+use casement_text::{
+    Fence, Section, TextConfig, build_records_with, fence, plan_delete, plan_segmented,
+    segment_against,
+};
 
 use crate::embed::Embedder;
 use crate::enrich::Enricher;
@@ -87,6 +90,7 @@ pub struct Processor<S> {
     enricher: Enricher,
     text: TextConfig,
     metrics: Metrics,
+    whole_documents: bool,
 }
 
 impl<S: Store> Processor<S> {
@@ -103,7 +107,16 @@ impl<S: Store> Processor<S> {
             enricher,
             text,
             metrics,
+            whole_documents: false,
         }
+    }
+
+    /// Ablation for benchmarks: re-embed every sentence of every upserted revision, without
+    /// the embedding cache, as an indexer without a differ would. The points written are
+    /// the same; only the embedding work differs.
+    pub fn with_whole_documents(mut self, on: bool) -> Self {
+        self.whole_documents = on;
+        self
     }
 
     pub fn metrics(&self) -> &Metrics {
@@ -144,14 +157,23 @@ impl<S: Store> Processor<S> {
                 lap("plan");
                 let contexts = self.enricher.contexts(&segmented, &current).await;
                 lap("enrich");
-                plan_segmented(&current, &segmented, &self.text, |section| {
-                    contexts.get(&section.id).cloned().unwrap_or_default()
-                })
+                let context_of =
+                    |section: &Section| contexts.get(&section.id).cloned().unwrap_or_default();
+                let mut plan = plan_segmented(&current, &segmented, &self.text, context_of);
+                if self.whole_documents {
+                    plan.embed = build_records_with(&segmented, &self.text, context_of);
+                    plan.update_payload.clear();
+                    plan.unchanged = 0;
+                }
+                plan
             }
             Change::Delete { .. } => plan_delete(&current, doc_id, revision),
         };
         lap("plan");
-        let embedded = self.embedder.embed(&plan.embed).await?;
+        let embedded = self
+            .embedder
+            .embed(&plan.embed, !self.whole_documents)
+            .await?;
         lap("embed");
         let decisions = Decisions {
             embedded: embedded.from_model,

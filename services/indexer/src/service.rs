@@ -190,6 +190,7 @@ pub fn init_logging(config: &crate::config::LogConfig) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("log.filter {:?}: {e}", config.filter))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let result = match config.format {
         crate::config::LogFormat::Json => builder.json().try_init(),

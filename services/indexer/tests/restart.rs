@@ -8,7 +8,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use casement_indexer::replay;
@@ -18,18 +18,20 @@ use support::{Broker, config, corpus, read_log, unique};
 const KILLS: usize = 5;
 const PARTITIONS: i32 = 3;
 
-fn spawn(config_file: &Path, log: &Path) -> Child {
+fn spawn(config_file: &Path, log: &Path) -> support::KillOnDrop {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_casement-indexer"))
-        .args(["--config", config_file.to_str().unwrap(), "run"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("indexer binary")
+    support::KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_casement-indexer"))
+            .args(["--config", config_file.to_str().unwrap(), "run"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("indexer binary"),
+    )
 }
 
 fn committed_total(bootstrap: &str, group: &str, topic: &str) -> i64 {
@@ -91,7 +93,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
         let started = Instant::now();
         while committed().await <= target {
             assert!(
-                child.try_wait().unwrap().is_none(),
+                child.0.try_wait().unwrap().is_none(),
                 "indexer exited; see {}",
                 log.display()
             );
@@ -102,8 +104,8 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         tokio::time::sleep(Duration::from_millis(next(&mut seed) % 2000)).await;
-        child.kill().expect("SIGKILL");
-        child.wait().unwrap();
+        child.0.kill().expect("SIGKILL");
+        child.0.wait().unwrap();
         let at = committed().await;
         println!(
             "kill {kill}: committed {at} of {total} after {:.1} s",
@@ -125,11 +127,11 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
     )
     .await;
     let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let exit = child.wait().unwrap();
+    let exit = child.0.wait().unwrap();
     let output = std::fs::read_to_string(&log).unwrap();
     assert!(exit.success(), "SIGTERM exits cleanly: {exit:?}\n{output}");
     assert!(

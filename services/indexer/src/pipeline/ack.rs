@@ -54,7 +54,7 @@ fn record(metrics: &Metrics, finished: &Finished) {
         .with_label_values(&[finished.finish.label()])
         .inc();
     if let (Finish::Applied(_) | Finish::Deleted(_), Some(ts)) =
-        (finished.finish, finished.timestamp_ms)
+        (&finished.finish, finished.timestamp_ms)
     {
         let seconds = (finished.finished_ms - ts).max(0) as f64 / 1000.0;
         metrics.freshness.observe(seconds);

@@ -36,6 +36,7 @@ pub async fn run<D: DeadLetterSink>(
         tracing::info!(reason = letter.reason, detail = %letter.detail,
             partition = letter.message.partition, offset = letter.message.offset, "dead-lettered");
         let finished = Finished {
+            document: None,
             partition: letter.message.partition,
             offset: letter.message.offset,
             timestamp_ms: letter.message.timestamp_ms,

@@ -99,7 +99,12 @@ pub async fn run<S: Store>(
         if let Finish::DeadLettered(_) = finish {
             continue; // The dead-letter stage reports it when the letter is stored.
         }
+        let revision = match &event.change {
+            casement_events::Change::Upsert(revision) => Some(revision.revision),
+            casement_events::Change::Delete { revision, .. } => *revision,
+        };
         let finished = Finished {
+            document: Some((event.doc_id().to_owned(), revision)),
             partition: message.partition,
             offset: message.offset,
             timestamp_ms: message.timestamp_ms,

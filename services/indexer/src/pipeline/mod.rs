@@ -54,8 +54,10 @@ impl Finish {
 }
 
 /// A finished message, as reported to an optional observer (tests, benchmarks).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Finished {
+    /// The event's document and revision (none for a dead letter).
+    pub document: Option<(String, Option<u64>)>,
     pub partition: i32,
     pub offset: i64,
     /// The message timestamp, if the source gave one (ms since the epoch).
