@@ -98,9 +98,21 @@ fn a_broken_config_fails_at_start_with_its_reason() {
     // `run` checks the same way before touching Kafka, the model or the store.
     for (key, value, message) in [
         ("CASEMENT_INDEXER__PIPELINE__LANES", "0", "pipeline.lanes"),
-        ("CASEMENT_INDEXER__KAFKA__TOPIC", " ", "kafka.topic must not be empty"),
-        ("CASEMENT_INDEXER__ENRICH__MODE", "llm-ish", "unknown variant `llm-ish`"),
-        ("CASEMENT_INDEXER__ADMIN__LISTEN", "nowhere", "invalid socket address"),
+        (
+            "CASEMENT_INDEXER__KAFKA__TOPIC",
+            " ",
+            "kafka.topic must not be empty",
+        ),
+        (
+            "CASEMENT_INDEXER__ENRICH__MODE",
+            "llm-ish",
+            "unknown variant `llm-ish`",
+        ),
+        (
+            "CASEMENT_INDEXER__ADMIN__LISTEN",
+            "nowhere",
+            "invalid socket address",
+        ),
     ] {
         let output = indexer().env(key, value).arg("run").output().expect("runs");
         let stderr = String::from_utf8_lossy(&output.stderr);
