@@ -143,3 +143,75 @@ async fn a_store_failure_and_a_broker_outage_mid_stream_lose_nothing() {
         0
     );
 }
+
+/// A second member joins mid-stream (partitions are revoked and reassigned), then the first
+/// leaves: each revoke commits only the finished prefix, nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebalances_mid_stream_lose_nothing() {
+    let topic = unique("changes");
+    let broker = Broker::start(&[(&topic, 4), (&format!("{topic}.dlq"), 1)]);
+    let dir = tempfile::tempdir().unwrap();
+    let group = unique("indexer");
+    let config = config(&broker.bootstrap, &topic, &group, dir.path());
+    let text = std::fs::read_to_string(corpus("sample.jsonl")).unwrap();
+    let subset = dir.path().join("subset.jsonl");
+    std::fs::write(
+        &subset,
+        text.lines().take(400).collect::<Vec<_>>().join("\n"),
+    )
+    .unwrap();
+    replay::run(&config.kafka, &subset, None, false)
+        .await
+        .unwrap();
+
+    // Both members write to the same store (in production: the same Qdrant collection).
+    let store = open_store(dir.path());
+    let (metrics_a, metrics_b) = (Metrics::new(), Metrics::new());
+    let (observer, mut finished) = tokio::sync::mpsc::unbounded_channel();
+    let a = service::start(
+        &config,
+        processor_over(store.clone(), &config.enrich, &metrics_a),
+        Some(observer),
+    )
+    .expect("start a");
+    for _ in 0..40 {
+        tokio::time::timeout(Duration::from_secs(120), finished.recv())
+            .await
+            .expect("progress");
+    }
+    let b = service::start(
+        &config,
+        processor_over(store.clone(), &config.enrich, &metrics_b),
+        None,
+    )
+    .expect("start b");
+    // Let the group rebalance and both members work, then a leaves.
+    let joined = std::time::Instant::now();
+    while metrics_b.partitions.get() == 0 {
+        assert!(
+            joined.elapsed() < Duration::from_secs(60),
+            "b never got partitions"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let split = (metrics_a.partitions.get(), metrics_b.partitions.get());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    a.stop().await.expect("stop a");
+    support::wait_committed_to_end(
+        &broker.bootstrap,
+        &group,
+        &topic,
+        4,
+        Duration::from_secs(600),
+    )
+    .await;
+    b.stop().await.expect("stop b");
+    println!("partitions a/b after b joined: {split:?}");
+    assert!(
+        split.0 > 0 && split.1 > 0,
+        "the partitions were split: {split:?}"
+    );
+    let by_b = metrics_b.events.with_label_values(&["applied"]).get();
+    assert!(by_b > 0, "b applied events after the rebalance");
+    support::assert_equals_rebuild(&store, &read_log(&subset), 5).await;
+}
