@@ -97,6 +97,13 @@ async fn phase(
     let embedding_seconds = metrics.embedding_duration.get_sample_sum();
 
     let mut freshness_ms = Vec::new();
+    let stage_sums = || {
+        casement_indexer::metrics::STAGES.map(|stage| {
+            let h = metrics.stage_duration.with_label_values(&[stage]);
+            (h.get_sample_sum(), h.get_sample_count())
+        })
+    };
+    let before = stage_sums();
     if !whole {
         let producer: FutureProducer = ClientConfig::new()
             .set("bootstrap.servers", &broker.bootstrap)
@@ -128,6 +135,17 @@ async fn phase(
             freshness_ms.push((finished.finished_ms - ts) as f64);
             tokio::time::sleep(Duration::from_millis(100)).await; // Idle between edits.
         }
+    }
+    if !whole {
+        let after = stage_sums();
+        let per_stage: Vec<String> = casement_indexer::metrics::STAGES
+            .iter()
+            .zip(before.iter().zip(&after))
+            .map(|(stage, ((s0, _), (s1, _)))| {
+                format!("{stage} {:.1}", (s1 - s0) * 1000.0 / EDITS as f64)
+            })
+            .collect();
+        println!("single edits, mean ms per stage: {}", per_stage.join(", "));
     }
     running.stop().await.expect("stop");
     let mut sentences_indexed = 0;
