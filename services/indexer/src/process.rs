@@ -40,17 +40,6 @@ pub enum Outcome {
     },
 }
 
-impl Outcome {
-    /// The `outcome` metric label.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Self::Applied(_) => "applied",
-            Self::Deleted(_) => "deleted",
-            Self::Stale { .. } => "stale",
-        }
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
     #[error("store: {0}")]

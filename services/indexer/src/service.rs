@@ -144,11 +144,6 @@ pub fn start<S: Store + 'static>(
 }
 
 impl Running {
-    /// Positions every finished prefix reaches now (next offset per partition).
-    pub fn committable(&self) -> Vec<(i32, i64)> {
-        self.offsets.committable()
-    }
-
     /// Stops taking messages, lets each stage finish the event in hand, commits what
     /// finished (synchronously) and leaves the group. Returns the committed positions.
     pub async fn stop(mut self) -> anyhow::Result<Vec<(i32, i64)>> {

@@ -71,16 +71,21 @@ impl Offsets {
 
     /// Committable position of every tracked partition.
     pub fn committable(&self) -> Vec<(i32, i64)> {
-        let mut positions: Vec<(i32, i64)> = self
-            .lock()
+        let mut positions = Vec::new();
+        self.with_committable(|committable, _| positions = committable.to_vec());
+        positions
+    }
+
+    /// Calls `f` with the committable positions (sorted by partition) and the number of
+    /// events in flight, holding the lock, so a rebalance's own commit never interleaves.
+    pub fn with_committable(&self, f: impl FnOnce(&[(i32, i64)], usize)) {
+        let guard = self.lock();
+        let mut positions: Vec<(i32, i64)> = guard
             .iter()
             .filter_map(|(&p, o)| o.committable().map(|c| (p, c)))
             .collect();
         positions.sort_unstable();
-        positions
-    }
-
-    pub fn in_flight(&self) -> usize {
-        self.lock().values().map(PartitionOffsets::in_flight).sum()
+        let in_flight = guard.values().map(PartitionOffsets::in_flight).sum();
+        f(&positions, in_flight);
     }
 }

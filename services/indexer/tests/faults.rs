@@ -6,10 +6,12 @@
 mod support;
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use casement_indexer::config::IndexerConfig;
 use casement_indexer::metrics::Metrics;
 use casement_indexer::{replay, service};
 use casement_store::{Applied, EdgeStore, Error, Hit, HybridQuery, Result, Store, StoreStats};
@@ -61,6 +63,17 @@ impl Store for FailingStore {
     }
 }
 
+/// Publishes the first `n` events of the 18F sample; returns the file they came from.
+async fn replay_prefix(config: &IndexerConfig, dir: &Path, n: usize) -> PathBuf {
+    let text = std::fs::read_to_string(corpus("sample.jsonl")).unwrap();
+    let subset = dir.join("subset.jsonl");
+    std::fs::write(&subset, text.lines().take(n).collect::<Vec<_>>().join("\n")).unwrap();
+    replay::run(&config.kafka, &subset, None, false)
+        .await
+        .unwrap();
+    subset
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_failure_and_a_broker_outage_mid_stream_lose_nothing() {
     let topic = unique("changes");
@@ -72,17 +85,7 @@ async fn a_store_failure_and_a_broker_outage_mid_stream_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let group = unique("indexer");
     let config = config(&broker.bootstrap, &topic, &group, dir.path());
-    // The first 500 events of the 18F sample.
-    let text = std::fs::read_to_string(corpus("sample.jsonl")).unwrap();
-    let subset = dir.path().join("subset.jsonl");
-    std::fs::write(
-        &subset,
-        text.lines().take(500).collect::<Vec<_>>().join("\n"),
-    )
-    .unwrap();
-    replay::run(&config.kafka, &subset, None, false)
-        .await
-        .unwrap();
+    let subset = replay_prefix(&config, dir.path(), 500).await;
 
     let metrics = Metrics::new();
     let failing = Arc::new(AtomicBool::new(false));
@@ -153,16 +156,7 @@ async fn rebalances_mid_stream_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let group = unique("indexer");
     let config = config(&broker.bootstrap, &topic, &group, dir.path());
-    let text = std::fs::read_to_string(corpus("sample.jsonl")).unwrap();
-    let subset = dir.path().join("subset.jsonl");
-    std::fs::write(
-        &subset,
-        text.lines().take(400).collect::<Vec<_>>().join("\n"),
-    )
-    .unwrap();
-    replay::run(&config.kafka, &subset, None, false)
-        .await
-        .unwrap();
+    let subset = replay_prefix(&config, dir.path(), 400).await;
 
     // Both members write to the same store (in production: the same Qdrant collection).
     let store = open_store(dir.path());

@@ -61,26 +61,24 @@ fn record(metrics: &Metrics, finished: &Finished) {
     }
 }
 
-/// Commits positions that moved since the last commit. The offsets lock is held during the
-/// (non-blocking) commit call, so a rebalance's own commit never interleaves with it.
+/// Commits positions that moved since the last commit, under the offsets lock (see
+/// [`Offsets::with_committable`]); the commit call itself does not block.
 fn commit<A: Acknowledge>(
     offsets: &Offsets,
     ack: &A,
     committed: &mut HashMap<i32, i64>,
     metrics: &Metrics,
 ) {
-    let guard = offsets.lock();
-    let mut moved: Vec<(i32, i64)> = guard
-        .iter()
-        .filter_map(|(&p, o)| o.committable().map(|c| (p, c)))
-        .filter(|(p, c)| committed.get(p) != Some(c))
-        .collect();
-    let in_flight: usize = guard.values().map(|o| o.in_flight()).sum();
-    if !moved.is_empty() {
-        moved.sort_unstable();
-        ack.commit(&moved);
-        committed.extend(moved.iter().copied());
-    }
-    drop(guard);
-    metrics.in_flight.set(in_flight as i64);
+    offsets.with_committable(|positions, in_flight| {
+        let moved: Vec<(i32, i64)> = positions
+            .iter()
+            .copied()
+            .filter(|(p, c)| committed.get(p) != Some(c))
+            .collect();
+        if !moved.is_empty() {
+            ack.commit(&moved);
+            committed.extend(moved);
+        }
+        metrics.in_flight.set(in_flight as i64);
+    });
 }
