@@ -191,29 +191,7 @@ impl Default for AdminConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LogConfig {
-    pub format: LogFormat,
-    /// A `tracing` filter, e.g. `info` or `casement_indexer=debug,rdkafka=warn`.
-    pub filter: String,
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        Self {
-            format: LogFormat::Text,
-            filter: "info".into(),
-        }
-    }
-}
+pub use casement_config::logging::{LogConfig, LogFormat};
 
 impl casement_config::Config for IndexerConfig {
     fn validate(&self) -> Result<(), String> {

@@ -181,15 +181,5 @@ async fn stop_signal() {
 
 /// Installs the `tracing` subscriber (text or JSON lines on stderr).
 pub fn init_logging(config: &crate::config::LogConfig) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.filter)
-        .map_err(|e| anyhow::anyhow!("log.filter {:?}: {e}", config.filter))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    let result = match config.format {
-        crate::config::LogFormat::Json => builder.json().try_init(),
-        crate::config::LogFormat::Text => builder.try_init(),
-    };
-    result.map_err(|e| anyhow::anyhow!("installing the logger: {e}"))
+    casement_config::logging::init(config).map_err(anyhow::Error::msg)
 }

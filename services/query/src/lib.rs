@@ -1,42 +1,17 @@
 //! The Casement query service: hybrid (dense + BM25) search over the sentence index, window
-//! expansion and merge, rerank, answers with citations.
+//! expansion and merge, rerank, answers with citations, over HTTP.
 //!
-//! Today it holds its configuration only; the search endpoint arrives with the query issue,
-//! on top of the store and inference crates.
+//! The service is a library so that the all-in-one binary serves the same router over the
+//! store it indexes into.
 
-use std::net::SocketAddr;
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod metrics;
+pub mod search;
+pub mod service;
 
-use serde::{Deserialize, Serialize};
-
-/// Environment variables override the file as `CASEMENT_QUERY__<KEY>`.
-pub const ENV_PREFIX: &str = "CASEMENT_QUERY";
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct QueryConfig {
-    /// Address the HTTP API listens on.
-    pub listen: SocketAddr,
-    /// Most windows one request may ask for.
-    pub max_top_k: usize,
-}
-
-impl Default for QueryConfig {
-    fn default() -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            max_top_k: 50,
-        }
-    }
-}
-
-impl casement_config::Config for QueryConfig {
-    fn validate(&self) -> Result<(), String> {
-        if self.max_top_k == 0 || self.max_top_k > 1000 {
-            return Err(format!(
-                "max_top_k = {} must be between 1 and 1000",
-                self.max_top_k
-            ));
-        }
-        Ok(())
-    }
-}
+pub use config::{ENV_PREFIX, QueryConfig};
+pub use http::{App, OPENAPI, router};
+pub use metrics::Metrics;

@@ -17,6 +17,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the query API (POST /v1/search) until SIGTERM or Ctrl-C.
+    Run,
     /// Load and validate the configuration, print it as TOML, and exit.
     CheckConfig,
 }
@@ -36,6 +38,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let config: QueryConfig =
         casement_config::load(cli.config.as_deref(), ENV_PREFIX, std::env::vars())?;
     match cli.command {
+        Command::Run => {
+            casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .context("starting the runtime")?
+                .block_on(casement_query::service::run(config))?;
+        }
         Command::CheckConfig => print!(
             "{}",
             toml::to_string(&config).context("serialising config")?

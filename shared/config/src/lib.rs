@@ -6,6 +6,8 @@
 //! levels), e.g. `CASEMENT_INDEXER__TEXT__WINDOW_RADIUS=2`; values are parsed as TOML
 //! scalars (`2`, `true`, `"x"`), falling back to a plain string.
 
+pub mod logging;
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;

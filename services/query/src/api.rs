@@ -1,0 +1,211 @@
+//! The wire format of the HTTP API (described in `openapi.json`, served at
+//! `/openapi.json`), and the validation of requests against the configured limits.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Limits, SearchConfig};
+use crate::error::ApiError;
+
+/// `POST /v1/search`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    /// The question or keywords.
+    pub query: String,
+    /// Windows to return (after merge).
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    /// Only this tenant's documents (forced by a tenant-bound API key).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Only these documents.
+    #[serde(default)]
+    pub doc_ids: Vec<String>,
+    /// Rerank the merged windows (default from config).
+    #[serde(default)]
+    pub rerank: Option<bool>,
+    /// Sentences each side of a hit, at most the indexed radius.
+    #[serde(default)]
+    pub window_radius: Option<usize>,
+    /// Read-your-writes: wait until each document is indexed at least at this revision.
+    #[serde(default)]
+    pub min_revision: BTreeMap<String, u64>,
+    /// Include per-stage timings in the answer.
+    #[serde(default)]
+    pub timings: bool,
+}
+
+/// A request checked against the limits, with defaults filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidSearch {
+    pub query: String,
+    pub top_k: usize,
+    pub tenant: Option<String>,
+    pub doc_ids: Vec<String>,
+    pub rerank: bool,
+    pub window_radius: usize,
+    pub min_revision: BTreeMap<String, u64>,
+    pub timings: bool,
+}
+
+impl SearchRequest {
+    pub fn validate(
+        self,
+        limits: &Limits,
+        search: &SearchConfig,
+        rerank_by_default: bool,
+    ) -> Result<ValidSearch, ApiError> {
+        let invalid = |message: String| Err(ApiError::Invalid(message));
+        let query = self.query.trim().to_owned();
+        if query.is_empty() {
+            return invalid("query must not be empty".into());
+        }
+        let chars = query.chars().count();
+        if chars > limits.max_query_chars {
+            return invalid(format!(
+                "query has {chars} characters; the limit is {}",
+                limits.max_query_chars
+            ));
+        }
+        let top_k = self.top_k.unwrap_or(search.default_top_k);
+        if top_k == 0 || top_k > limits.max_top_k {
+            return invalid(format!(
+                "top_k = {top_k} must be between 1 and {}",
+                limits.max_top_k
+            ));
+        }
+        let radius = self.window_radius.unwrap_or(search.indexed_window_radius);
+        if radius > search.indexed_window_radius {
+            return invalid(format!(
+                "window_radius = {radius} is larger than the indexed radius {}",
+                search.indexed_window_radius
+            ));
+        }
+        for (name, count) in [
+            ("doc_ids", self.doc_ids.len()),
+            ("min_revision", self.min_revision.len()),
+        ] {
+            if count > limits.max_doc_ids {
+                return invalid(format!(
+                    "{name} has {count} entries; the limit is {}",
+                    limits.max_doc_ids
+                ));
+            }
+        }
+        if self.doc_ids.iter().chain(self.min_revision.keys()).any(String::is_empty) {
+            return invalid("document ids must not be empty".into());
+        }
+        if self.tenant.as_deref() == Some("") {
+            return invalid("tenant must not be empty (leave it out for every tenant)".into());
+        }
+        Ok(ValidSearch {
+            query,
+            top_k,
+            tenant: self.tenant,
+            doc_ids: self.doc_ids,
+            rerank: self.rerank.unwrap_or(rerank_by_default),
+            window_radius: radius,
+            min_revision: self.min_revision,
+            timings: self.timings,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchResponse {
+    /// Windows in final order (reranked when `reranker` is set).
+    pub windows: Vec<WindowAnswer>,
+    /// The reranker that ordered the windows, if any.
+    pub reranker: Option<String>,
+    /// Milliseconds per stage, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings_ms: Option<Timings>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowAnswer {
+    pub doc_id: String,
+    pub title: String,
+    pub url: Option<String>,
+    pub tenant: Option<String>,
+    pub section_path: Vec<String>,
+    /// The document revision these sentences were indexed from.
+    pub revision: u64,
+    pub text: String,
+    /// Character range (Unicode scalar values) of `text` in the document.
+    pub char_start: usize,
+    pub char_end: usize,
+    /// The sentences that matched, for highlighting.
+    pub matches: Vec<MatchAnswer>,
+    pub scores: Scores,
+    /// Estimated tokens of `text`.
+    pub tokens: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatchAnswer {
+    pub sentence: String,
+    pub char_start: usize,
+    pub char_end: usize,
+    /// The sentence hit's fused (reciprocal rank fusion) score.
+    pub score: f32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scores {
+    /// Best fused score among the window's matched sentences.
+    pub fused: f32,
+    /// The reranker's score, when the window was reranked.
+    pub rerank: Option<f32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    pub wait: f64,
+    pub embed: f64,
+    pub search: f64,
+    pub expand: f64,
+    pub merge: f64,
+    pub rerank: f64,
+    pub total: f64,
+}
+
+/// `GET /v1/documents/{doc_id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocumentAnswer {
+    pub doc_id: String,
+    pub revision: u64,
+    pub deleted: bool,
+    pub title: String,
+    pub url: Option<String>,
+    pub tenant: Option<String>,
+    pub sentence_count: usize,
+    pub sections: Vec<SectionAnswer>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SectionAnswer {
+    pub section_id: String,
+    pub path: Vec<String>,
+    pub sentences: usize,
+}
+
+/// Every error answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// A stable machine-readable code, e.g. `invalid_request`.
+    pub code: String,
+    pub message: String,
+    /// With `revision_not_indexed`: the document and the revision the index holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexed_revision: Option<u64>,
+}

@@ -1,0 +1,209 @@
+//! Query service settings (see `deploy/query.example.toml`, which lists every key with its
+//! default). Layered like the indexer's: defaults, then the file, then
+//! `CASEMENT_QUERY__<SECTION>__<KEY>` variables; unknown keys are rejected.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use casement_inference::{EmbedderConfig, Precision, RerankerConfig};
+use casement_store::StoreConfig;
+use serde::{Deserialize, Serialize};
+
+/// Environment variables override the file as `CASEMENT_QUERY__<SECTION>__<KEY>`.
+pub const ENV_PREFIX: &str = "CASEMENT_QUERY";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueryConfig {
+    /// Address the HTTP API (and `/metrics`, `/healthz`, `/readyz`) listens on.
+    pub listen: SocketAddr,
+    pub auth: AuthConfig,
+    pub limits: Limits,
+    pub search: SearchConfig,
+    pub rerank: RerankConfig,
+    /// The query embedder: must be the model (and precision) the indexer embeds with.
+    pub embedder: EmbedderConfig,
+    pub store: StoreConfig,
+    pub log: LogConfig,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            auth: AuthConfig::default(),
+            limits: Limits::default(),
+            search: SearchConfig::default(),
+            rerank: RerankConfig::default(),
+            embedder: EmbedderConfig::default(),
+            store: StoreConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// Bearer tokens. With no key configured the API is open (a warning is logged at start):
+/// fine on localhost, never on a shared network.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    pub keys: Vec<ApiKey>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiKey {
+    /// The bearer token (`Authorization: Bearer <token>`); at least 16 characters.
+    pub token: String,
+    /// When set, every search with this key is filtered to this tenant, and asking for
+    /// another tenant is refused (403).
+    pub tenant: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Characters in a query.
+    pub max_query_chars: usize,
+    /// Windows one request may ask for.
+    pub max_top_k: usize,
+    /// Request body size.
+    pub max_body_bytes: usize,
+    /// Document ids in a filter, and entries in `min_revision`.
+    pub max_doc_ids: usize,
+    /// Whole-request deadline; past it the answer is 504.
+    pub request_timeout_ms: u64,
+    /// Longest `min_revision` wait before answering 409 (within the request deadline).
+    pub max_wait_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_query_chars: 2_000,
+            max_top_k: 50,
+            max_body_bytes: 64 * 1024,
+            max_doc_ids: 100,
+            request_timeout_ms: 10_000,
+            max_wait_ms: 5_000,
+        }
+    }
+}
+
+impl Limits {
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    /// Windows returned when the request does not say.
+    pub default_top_k: usize,
+    /// Sentence hits fetched per requested window (several hits often merge into one).
+    pub hits_per_window: usize,
+    /// Candidates each channel (dense, BM25) contributes to the fusion.
+    pub candidates: usize,
+    /// The window radius the indexer wrote (its `text.window_radius`); a request may ask
+    /// for a smaller one.
+    pub indexed_window_radius: usize,
+    /// A window whose tokens are at least this share contained in a higher-scoring window
+    /// is dropped.
+    pub containment: f32,
+    /// Most tokens returned in all windows of one answer (estimated tokens).
+    pub token_budget: usize,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        Self {
+            default_top_k: 5,
+            hits_per_window: 3,
+            candidates: 100,
+            indexed_window_radius: casement_text::TextConfig::default().window_radius,
+            containment: 0.6,
+            token_budget: 4_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RerankConfig {
+    /// Which reranker runs when a request asks for reranking (`kind = "none"` keeps the
+    /// retrieval order).
+    pub reranker: RerankerConfig,
+    /// Whether a request that does not say is reranked.
+    pub by_default: bool,
+    /// Most merged windows scored per request (the best by retrieval).
+    pub candidates: usize,
+    /// The model rescoring embeds windows with (`kind = "rescoring"`): int8, windows cut at
+    /// 128 tokens, so that 10 windows score within the latency target (see README).
+    pub embedder: EmbedderConfig,
+}
+
+impl Default for RerankConfig {
+    fn default() -> Self {
+        Self {
+            reranker: RerankerConfig::Rescoring {
+                weight: casement_inference::rerank::DEFAULT_RESCORING_WEIGHT,
+            },
+            by_default: false,
+            candidates: 10,
+            embedder: EmbedderConfig {
+                precision: Precision::Int8,
+                max_tokens: 128,
+                batch_size: 16,
+                ..EmbedderConfig::default()
+            },
+        }
+    }
+}
+
+pub use casement_config::logging::{LogConfig, LogFormat};
+
+fn between(name: &str, value: usize, low: usize, high: usize) -> Result<(), String> {
+    if (low..=high).contains(&value) {
+        Ok(())
+    } else {
+        Err(format!("{name} = {value} must be between {low} and {high}"))
+    }
+}
+
+impl casement_config::Config for QueryConfig {
+    fn validate(&self) -> Result<(), String> {
+        let l = &self.limits;
+        between("limits.max_top_k", l.max_top_k, 1, 1000)?;
+        between("limits.max_query_chars", l.max_query_chars, 1, 100_000)?;
+        between("limits.max_body_bytes", l.max_body_bytes, 256, 16 << 20)?;
+        between("limits.max_doc_ids", l.max_doc_ids, 1, 10_000)?;
+        if l.request_timeout_ms == 0 {
+            return Err("limits.request_timeout_ms must be at least 1".into());
+        }
+        let s = &self.search;
+        between("search.default_top_k", s.default_top_k, 1, l.max_top_k)?;
+        between("search.hits_per_window", s.hits_per_window, 1, 100)?;
+        between("search.candidates", s.candidates, 1, 10_000)?;
+        between("search.token_budget", s.token_budget, 1, 1_000_000)?;
+        if !(s.containment > 0.0 && s.containment <= 1.0) {
+            return Err(format!(
+                "search.containment = {} must be in (0, 1]",
+                s.containment
+            ));
+        }
+        between("rerank.candidates", self.rerank.candidates, 1, 1000)?;
+        for (i, key) in self.auth.keys.iter().enumerate() {
+            if key.token.chars().count() < 16 {
+                return Err(format!(
+                    "auth.keys[{i}].token must be at least 16 characters"
+                ));
+            }
+            if self.auth.keys[..i].iter().any(|k| k.token == key.token) {
+                return Err(format!("auth.keys[{i}].token is listed twice"));
+            }
+        }
+        self.embedder.validate()?;
+        Ok(())
+    }
+}

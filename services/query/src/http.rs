@@ -1,0 +1,211 @@
+//! The HTTP API: routes, API keys, limits, the per-request deadline and request metrics.
+//! Errors become responses in one place (`error.rs`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use casement_store::Store;
+
+use crate::api::{DocumentAnswer, SearchRequest, SearchResponse, SectionAnswer};
+use crate::config::{AuthConfig, QueryConfig};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::search::Searcher;
+
+/// The OpenAPI document, kept in the repository and served at `/openapi.json`.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// Who is asking: the tenant their key is bound to, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub tenant: Option<String>,
+}
+
+/// Everything a handler needs.
+#[derive(Debug)]
+pub struct App<S> {
+    pub searcher: Searcher<S>,
+    pub config: QueryConfig,
+    pub metrics: Metrics,
+    /// Set by the store probe; `/readyz` answers 503 while it is false.
+    pub store_reachable: AtomicBool,
+}
+
+impl AuthConfig {
+    /// Checks the `Authorization: Bearer` header against the configured keys.
+    pub fn principal(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+        if self.keys.is_empty() {
+            return Ok(Principal { tenant: None });
+        }
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or(ApiError::Unauthorized)?;
+        self.keys
+            .iter()
+            .find(|k| constant_time_eq(k.token.as_bytes(), token.as_bytes()))
+            .map(|k| Principal {
+                tenant: k.tenant.clone(),
+            })
+            .ok_or(ApiError::Unauthorized)
+    }
+}
+
+/// Compares without stopping at the first difference, so response time does not leak how
+/// much of a key was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub fn router<S: Store + 'static>(app: Arc<App<S>>) -> Router {
+    let body_limit = app.config.limits.max_body_bytes;
+    Router::new()
+        .route("/v1/search", post(search::<S>))
+        .route("/v1/documents/{doc_id}", get(document::<S>))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz::<S>))
+        .route("/metrics", get(metrics_text::<S>))
+        .route(
+            "/openapi.json",
+            get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
+        .with_state(app)
+}
+
+async fn search<S: Store + 'static>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    body: Result<Json<SearchRequest>, JsonRejection>,
+) -> Result<Json<SearchResponse>, ApiError> {
+    let principal = app.config.auth.principal(&headers)?;
+    let Json(request) = body?;
+    let mut request = request.validate(
+        &app.config.limits,
+        &app.config.search,
+        app.config.rerank.by_default,
+    )?;
+    if let Some(bound) = principal.tenant {
+        match &request.tenant {
+            Some(asked) if *asked != bound => {
+                return Err(ApiError::Forbidden(format!(
+                    "this API key is bound to another tenant than {asked:?}"
+                )));
+            }
+            _ => request.tenant = Some(bound),
+        }
+    }
+    let timeout = app.config.limits.request_timeout_ms;
+    tokio::time::timeout(
+        app.config.limits.request_timeout(),
+        app.searcher.search(request),
+    )
+    .await
+    .map_err(|_| ApiError::Timeout(timeout))?
+    .map(Json)
+}
+
+async fn document<S: Store + 'static>(
+    State(app): State<Arc<App<S>>>,
+    headers: HeaderMap,
+    Path(doc_id): Path<String>,
+) -> Result<Json<DocumentAnswer>, ApiError> {
+    let principal = app.config.auth.principal(&headers)?;
+    let store = app.searcher.store();
+    let not_found = || ApiError::NotFound(format!("document {doc_id:?} is not indexed"));
+    let state = store
+        .document(&doc_id)
+        .await
+        .map_err(ApiError::store)?
+        .filter(|s| principal.tenant.is_none() || s.tenant == principal.tenant)
+        .ok_or_else(not_found)?;
+    let mut records = store.records(&doc_id).await.map_err(ApiError::store)?;
+    records.sort_by_key(|r| (r.position.section, r.position.index));
+    let mut sections: Vec<SectionAnswer> = Vec::new();
+    for record in &records {
+        match sections.last_mut() {
+            Some(last) if last.section_id == record.section_id => last.sentences += 1,
+            _ => sections.push(SectionAnswer {
+                section_id: record.section_id.clone(),
+                path: record.section_path.clone(),
+                sentences: 1,
+            }),
+        }
+    }
+    Ok(Json(DocumentAnswer {
+        doc_id: state.doc_id,
+        revision: state.revision,
+        deleted: state.deleted,
+        title: state.title,
+        url: state.url,
+        tenant: state.tenant,
+        sentence_count: records.len(),
+        sections,
+    }))
+}
+
+async fn readyz<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
+    if app.store_reachable.load(Ordering::Relaxed) {
+        "models_loaded: ok\nstore_reachable: ok\n".into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "models_loaded: ok\nstore_reachable: no\n",
+        )
+            .into_response()
+    }
+}
+
+async fn metrics_text<S>(State(app): State<Arc<App<S>>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    let mut response = ApiError::Malformed(format!(
+        "{method} is not allowed on {}; see /openapi.json",
+        uri.path()
+    ))
+    .into_response();
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response
+}
+
+/// Counts every request by route template and status, and times it.
+async fn observe<S>(State(app): State<Arc<App<S>>>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    app.metrics
+        .request_duration
+        .with_label_values(&[route.as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    app.metrics
+        .requests
+        .with_label_values(&[route.as_str(), response.status().as_str()])
+        .inc();
+    response
+}

@@ -1,0 +1,136 @@
+//! The query service's Prometheus metrics. Every name here is listed in `docs/metrics.md`
+//! (a test scrapes `/metrics` and checks the two agree).
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+/// Search stages (`stage` label).
+pub const STAGES: [&str; 6] = ["wait", "embed", "search", "expand", "merge", "rerank"];
+/// Merge decisions (`decision` label): returned, absorbed into an overlapping window,
+/// dropped as contained in a better one, cut by the token budget.
+pub const DECISIONS: [&str; 4] = ["kept", "merged", "dropped", "truncated"];
+
+const LATENCY: [f64; 15] = [
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.035, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0,
+    5.0,
+];
+const COUNTS: [f64; 9] = [0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0];
+const TOKENS: [f64; 9] = [
+    0.0, 100.0, 250.0, 500.0, 1000.0, 2000.0, 4000.0, 8000.0, 16000.0,
+];
+
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    pub registry: Registry,
+    pub requests: IntCounterVec,
+    pub request_duration: HistogramVec,
+    pub stage_duration: HistogramVec,
+    pub merge_decisions: IntCounterVec,
+    pub windows_returned: prometheus::Histogram,
+    pub tokens_returned: prometheus::Histogram,
+    pub rerank_candidates: prometheus::Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    #[allow(clippy::expect_used)] // Names are constants: a failure here is a programming error.
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let histogram = |name: &str, help: &str, buckets: &[f64]| {
+            prometheus::Histogram::with_opts(
+                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+            )
+            .expect("metric")
+        };
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "casement_query_requests_total",
+                "HTTP requests by route and status code.",
+            ),
+            &["route", "status"],
+        )
+        .expect("metric");
+        let request_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "casement_query_request_duration_seconds",
+                "Whole-request duration by route.",
+            )
+            .buckets(LATENCY.to_vec()),
+            &["route"],
+        )
+        .expect("metric");
+        let stage_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "casement_query_stage_duration_seconds",
+                "Search duration by stage (wait for min_revision, embed, search, expand, merge, rerank).",
+            )
+            .buckets(LATENCY.to_vec()),
+            &["stage"],
+        )
+        .expect("metric");
+        let merge_decisions = IntCounterVec::new(
+            Opts::new(
+                "casement_query_merge_decisions_total",
+                "Windows by merge decision (kept, merged, dropped, truncated).",
+            ),
+            &["decision"],
+        )
+        .expect("metric");
+        let windows_returned = histogram(
+            "casement_query_returned_windows",
+            "Windows returned per search.",
+            &COUNTS,
+        );
+        let tokens_returned = histogram(
+            "casement_query_returned_tokens",
+            "Estimated tokens returned per search (all windows).",
+            &TOKENS,
+        );
+        let rerank_candidates = histogram(
+            "casement_query_rerank_candidates",
+            "Windows scored by the reranker per reranked search.",
+            &COUNTS,
+        );
+        for collector in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(request_duration.clone()),
+            Box::new(stage_duration.clone()),
+            Box::new(merge_decisions.clone()),
+            Box::new(windows_returned.clone()),
+            Box::new(tokens_returned.clone()),
+            Box::new(rerank_candidates.clone()),
+        ] {
+            registry.register(collector).expect("register metric");
+        }
+        for stage in STAGES {
+            stage_duration.with_label_values(&[stage]);
+        }
+        for decision in DECISIONS {
+            merge_decisions.with_label_values(&[decision]);
+        }
+        Self {
+            registry,
+            requests,
+            request_duration,
+            stage_duration,
+            merge_decisions,
+            windows_returned,
+            tokens_returned,
+            rerank_candidates,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed metrics.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);
+        String::from_utf8_lossy(&buffer).into_owned()
+    }
+}

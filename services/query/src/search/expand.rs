@@ -1,0 +1,111 @@
+//! Expansion of each sentence hit to its window, clamped to its section. At the indexed
+//! radius the window is the one stored in the hit's payload. A smaller radius needs the
+//! neighbours' character ranges: the hit documents' records are read once per request
+//! and the narrower window is cut out of the stored one.
+
+use std::collections::HashMap;
+
+use casement_store::{Hit, Store};
+use casement_text::window::window_indices;
+
+use super::merge::{Matched, Window};
+use crate::error::ApiError;
+
+/// The window stored with a hit (the indexed radius).
+pub fn stored_window(hit: Hit, indexed_radius: usize) -> Window {
+    let r = hit.record;
+    let index = r.position.index as usize;
+    let count = (r.position.count as usize).max(index + 1);
+    let range = window_indices(index, count, indexed_radius);
+    Window {
+        sentences: range.start as u32..range.end as u32,
+        char_start: r.window_char_start,
+        char_end: r.window_char_end,
+        text: r.window,
+        matches: vec![Matched {
+            id: r.id,
+            index: r.position.index,
+            sentence: r.sentence,
+            char_start: r.char_start,
+            char_end: r.char_end,
+            score: hit.score,
+        }],
+        score: hit.score,
+        rerank: None,
+        doc_id: r.doc_id,
+        revision: r.revision,
+        section_id: r.section_id,
+        section_path: r.section_path,
+        title: r.title,
+        url: r.url,
+        tenant: r.tenant,
+    }
+}
+
+/// Character ranges of sentences, by (document id, section id, index).
+type Neighbours = HashMap<(String, String, u32), (usize, usize)>;
+
+/// Narrows a stored window to `radius` using the neighbours' ranges; keeps the stored
+/// window if a neighbour is missing (the document is being rewritten right now).
+pub fn narrow(window: Window, radius: usize, neighbours: &Neighbours) -> Window {
+    let Some(hit) = window.matches.first() else {
+        return window;
+    };
+    let index = hit.index as usize;
+    let start = index.saturating_sub(radius);
+    let end = (index + radius + 1).min(window.sentences.end as usize);
+    let start = start.max(window.sentences.start as usize);
+    let range = |i: usize| neighbours
+            .get(&(window.doc_id.clone(), window.section_id.clone(), i as u32)).copied();
+    let (Some((char_start, _)), Some((_, char_end))) = (range(start), range(end - 1)) else {
+        return window;
+    };
+    if char_start < window.char_start || char_end > window.char_end || char_start > char_end {
+        return window;
+    }
+    let text = window
+        .text
+        .chars()
+        .skip(char_start - window.char_start)
+        .take(char_end - char_start)
+        .collect();
+    Window {
+        sentences: start as u32..end as u32,
+        char_start,
+        char_end,
+        text,
+        ..window
+    }
+}
+
+/// Every hit as a window of `radius` sentences each side (at most the indexed radius).
+pub async fn expand<S: Store>(
+    store: &S,
+    hits: Vec<Hit>,
+    radius: usize,
+    indexed_radius: usize,
+) -> Result<Vec<Window>, ApiError> {
+    let windows: Vec<Window> = hits
+        .into_iter()
+        .map(|hit| stored_window(hit, indexed_radius))
+        .collect();
+    if radius >= indexed_radius {
+        return Ok(windows);
+    }
+    let mut neighbours = Neighbours::new();
+    let mut documents: Vec<&str> = windows.iter().map(|w| w.doc_id.as_str()).collect();
+    documents.sort_unstable();
+    documents.dedup();
+    for doc_id in documents {
+        for record in store.records(doc_id).await.map_err(ApiError::store)? {
+            neighbours.insert(
+                (record.doc_id, record.section_id, record.position.index),
+                (record.char_start, record.char_end),
+            );
+        }
+    }
+    Ok(windows
+        .into_iter()
+        .map(|w| narrow(w, radius, &neighbours))
+        .collect())
+}

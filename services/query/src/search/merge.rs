@@ -1,0 +1,210 @@
+//! Merge of sentence windows (DESIGN.md "Query", invariant 6). Pure functions, so that the
+//! rules are tested on their own (`tests/merge.rs` has the property tests):
+//!
+//! 1. [`merge_overlapping`]: windows of the same document section whose sentence ranges
+//!    overlap or touch become one window covering their union, with every matched sentence
+//!    and the best score. Windows never merge across sections (or revisions).
+//! 2. [`drop_contained`]: a window whose tokens are mostly (`threshold`) contained in a
+//!    higher-scoring window is dropped (near-duplicate pages, copied paragraphs).
+//! 3. [`select`]: the answer takes windows in order up to `top_k` and the token budget.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use uuid::Uuid;
+
+/// A sentence that matched the query, inside a window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matched {
+    pub id: Uuid,
+    /// Index of the sentence in its section.
+    pub index: u32,
+    pub sentence: String,
+    pub char_start: usize,
+    pub char_end: usize,
+    /// Fused retrieval score of this sentence.
+    pub score: f32,
+}
+
+/// A window of consecutive sentences of one section of one document revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub doc_id: String,
+    pub revision: u64,
+    pub section_id: String,
+    pub section_path: Vec<String>,
+    pub title: String,
+    pub url: Option<String>,
+    pub tenant: Option<String>,
+    /// Sentence indices in the section (half-open).
+    pub sentences: Range<u32>,
+    /// Characters of the document this window covers (half-open) and their text.
+    pub char_start: usize,
+    pub char_end: usize,
+    pub text: String,
+    /// Sorted by position, no sentence twice.
+    pub matches: Vec<Matched>,
+    /// Best fused score of the matches.
+    pub score: f32,
+    pub rerank: Option<f32>,
+}
+
+impl Window {
+    pub fn tokens(&self) -> usize {
+        casement_text::estimate_tokens(&self.text)
+    }
+
+    fn group(&self) -> (&str, u64, &str) {
+        (&self.doc_id, self.revision, &self.section_id)
+    }
+
+    /// Absorbs `other` (same section, sentence ranges overlapping or touching).
+    fn absorb(&mut self, other: Window) {
+        debug_assert_eq!(self.group(), other.group());
+        if other.char_start < self.char_start {
+            let mut other = other;
+            std::mem::swap(self, &mut other);
+            self.absorb(other);
+            return;
+        }
+        if other.char_end > self.char_end {
+            // `other` starts inside this window, or after it across the separator between
+            // two touching windows, which neither text holds: kept as spaces of its length.
+            let gap = other.char_start.saturating_sub(self.char_end);
+            self.text.extend(std::iter::repeat_n(' ', gap));
+            let skip = self.char_end.saturating_sub(other.char_start);
+            self.text.extend(other.text.chars().skip(skip));
+            self.char_end = other.char_end;
+        }
+        self.sentences =
+            self.sentences.start.min(other.sentences.start)..self.sentences.end.max(other.sentences.end);
+        self.score = self.score.max(other.score);
+        for matched in other.matches {
+            match self.matches.iter_mut().find(|m| m.id == matched.id) {
+                Some(existing) => existing.score = existing.score.max(matched.score),
+                None => self.matches.push(matched),
+            }
+        }
+        self.matches.sort_by_key(|m| (m.char_start, m.index));
+    }
+}
+
+/// Best score first; ties in document order, so answers are deterministic.
+pub fn by_score(a: &Window, b: &Window) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| a.doc_id.cmp(&b.doc_id))
+        .then(a.char_start.cmp(&b.char_start))
+}
+
+/// Rule 1. Returns the merged windows, best score first, and how many input windows were
+/// absorbed into another.
+pub fn merge_overlapping(windows: Vec<Window>) -> (Vec<Window>, usize) {
+    let total = windows.len();
+    let mut groups: HashMap<(String, u64, String), Vec<Window>> = HashMap::new();
+    for window in windows {
+        let key = (
+            window.doc_id.clone(),
+            window.revision,
+            window.section_id.clone(),
+        );
+        groups.entry(key).or_default().push(window);
+    }
+    let mut merged = Vec::with_capacity(groups.len());
+    for (_, mut group) in groups {
+        group.sort_by_key(|w| (w.sentences.start, w.sentences.end));
+        let mut group = group.into_iter();
+        let Some(mut current) = group.next() else {
+            continue;
+        };
+        for next in group {
+            if next.sentences.start <= current.sentences.end {
+                current.absorb(next);
+            } else {
+                merged.push(std::mem::replace(&mut current, next));
+            }
+        }
+        merged.push(current);
+    }
+    merged.sort_by(by_score);
+    let absorbed = total - merged.len();
+    (merged, absorbed)
+}
+
+fn token_counts(text: &str) -> HashMap<String, u32> {
+    let mut counts = HashMap::new();
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        *counts.entry(word.to_lowercase()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// Share of `inner`'s tokens (with multiplicity) that `outer` also has.
+pub fn containment(inner: &HashMap<String, u32>, outer: &HashMap<String, u32>) -> f32 {
+    let total: u32 = inner.values().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let shared: u32 = inner
+        .iter()
+        .map(|(token, &n)| n.min(outer.get(token).copied().unwrap_or(0)))
+        .sum();
+    shared as f32 / total as f32
+}
+
+/// Rule 2, over windows sorted best first. Returns the kept windows and the dropped count.
+pub fn drop_contained(windows: Vec<Window>, threshold: f32) -> (Vec<Window>, usize) {
+    let mut kept: Vec<(Window, HashMap<String, u32>)> = Vec::with_capacity(windows.len());
+    let mut dropped = 0;
+    for window in windows {
+        let tokens = token_counts(&window.text);
+        if kept
+            .iter()
+            .any(|(_, better)| containment(&tokens, better) >= threshold)
+        {
+            dropped += 1;
+        } else {
+            kept.push((window, tokens));
+        }
+    }
+    (kept.into_iter().map(|(w, _)| w).collect(), dropped)
+}
+
+/// Rule 3: windows in their order until `top_k` or until the next one would pass the token
+/// budget. Returns the answer and how many windows the budget cut (those past `top_k` are
+/// not counted: they were never going to be returned).
+pub fn select(windows: Vec<Window>, top_k: usize, budget: usize) -> (Vec<Window>, usize) {
+    let mut answer = Vec::new();
+    let mut used = 0;
+    let mut cut = 0;
+    for window in windows.into_iter().take(top_k) {
+        let tokens = window.tokens();
+        if cut == 0 && used + tokens <= budget {
+            used += tokens;
+            answer.push(window);
+        } else {
+            cut += 1;
+        }
+    }
+    (answer, cut)
+}
+
+/// Orders windows by their rerank scores (best first; ties keep the retrieval order) and
+/// records the scores. `scores[i]` belongs to `windows[i]`; windows past `scores.len()`
+/// (beyond the rerank candidate count) follow in retrieval order, unscored.
+pub fn apply_rerank(windows: Vec<Window>, scores: &[f32]) -> Vec<Window> {
+    let order = casement_inference::order_by_score(scores);
+    let mut slots: Vec<Option<Window>> = windows.into_iter().map(Some).collect();
+    let mut out = Vec::with_capacity(slots.len());
+    for &i in &order {
+        if let Some(mut window) = slots[i].take() {
+            window.rerank = Some(scores[i]);
+            out.push(window);
+        }
+    }
+    out.extend(slots.into_iter().flatten());
+    out
+}

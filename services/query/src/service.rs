@@ -1,0 +1,160 @@
+//! Starting the service: load the models, open the store, probe it, serve until SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use casement_inference::{BlockingPool, Embed, OnnxEmbedder, RerankerConfig};
+use casement_store::{AnyStore, Store};
+
+use crate::config::QueryConfig;
+use crate::http::{App, router};
+use crate::metrics::Metrics;
+use crate::search::{Reranker, Searcher};
+
+/// Loads the query embedder and the configured reranker (failing at start when a model is
+/// missing). Rescoring uses its own embedder settings (`rerank.embedder`).
+pub async fn load_models(
+    config: &QueryConfig,
+) -> anyhow::Result<(Arc<dyn Embed>, Option<Reranker>)> {
+    let embedder_config = config.embedder.clone();
+    let embedder: Arc<dyn Embed> = Arc::new(
+        tokio::task::spawn_blocking(move || OnnxEmbedder::load(&embedder_config))
+            .await?
+            .context("loading the query embedder ([embedder])")?,
+    );
+    let rerank = config.rerank.clone();
+    let reranker = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        let scorer: Arc<dyn Embed> = match rerank.reranker {
+            RerankerConfig::Rescoring { .. } => Arc::new(
+                OnnxEmbedder::load(&rerank.embedder)
+                    .context("loading the rescoring model ([rerank.embedder])")?,
+            ),
+            _ => return Ok(rerank.reranker.build(&embedder_placeholder())?),
+        };
+        Ok(rerank.reranker.build(&scorer)?)
+    })
+    .await?
+    .context("loading the reranker ([rerank.reranker])")?;
+    Ok((embedder, reranker.map(Reranker::new)))
+}
+
+/// Rerankers other than rescoring do not use an embedder.
+fn embedder_placeholder() -> Arc<dyn Embed> {
+    #[derive(Debug)]
+    struct Unused;
+    impl Embed for Unused {
+        fn dimension(&self) -> usize {
+            0
+        }
+        fn model_id(&self) -> &str {
+            "unused"
+        }
+        fn embed(&self, _: &[&str]) -> casement_inference::Result<Vec<Vec<f32>>> {
+            Err(casement_inference::Error::Config {
+                reason: "this reranker has no embedder".into(),
+            })
+        }
+    }
+    Arc::new(Unused)
+}
+
+/// The application over an open store (the all-in-one passes the store it indexes into).
+pub fn app<S: Store + Clone + 'static>(
+    config: QueryConfig,
+    store: S,
+    embedder: Arc<dyn Embed>,
+    reranker: Option<Reranker>,
+    metrics: Metrics,
+) -> Arc<App<S>> {
+    let searcher = Searcher::new(
+        store,
+        BlockingPool::new(embedder, 2),
+        reranker,
+        &config,
+        metrics.clone(),
+    );
+    let app = Arc::new(App {
+        searcher,
+        config,
+        metrics,
+        store_reachable: AtomicBool::new(false),
+    });
+    spawn_store_probe(&app);
+    app
+}
+
+/// Checks every 5 s that the store answers; `/readyz` follows.
+fn spawn_store_probe<S: Store + 'static>(app: &Arc<App<S>>) {
+    let weak = Arc::downgrade(app);
+    tokio::spawn(async move {
+        while let Some(app) = weak.upgrade() {
+            let ok = app.searcher.store().stats().await.is_ok();
+            if app.store_reachable.swap(ok, Ordering::Relaxed) != ok {
+                tracing::info!(reachable = ok, "store probe");
+            }
+            drop(app);
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    });
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then finishes requests in flight.
+pub async fn serve<S: Store + 'static>(
+    listener: tokio::net::TcpListener,
+    app: Arc<App<S>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("HTTP server")
+}
+
+/// `casement-query run`: everything from the config, until SIGTERM or Ctrl-C.
+pub async fn run(config: QueryConfig) -> anyhow::Result<()> {
+    if config.auth.keys.is_empty() {
+        tracing::warn!("no API keys configured ([auth] keys): the API is open to anyone who can reach {}", config.listen);
+    }
+    let (embedder, reranker) = load_models(&config).await?;
+    let store = AnyStore::open(&config.store, embedder.dimension())
+        .await
+        .context("opening the store ([store])")?;
+    let listener = bind(config.listen).await?;
+    tracing::info!(
+        address = %listener.local_addr()?,
+        reranker = reranker.as_ref().map_or("none", |r| r.name()),
+        "query service listening (POST /v1/search, GET /openapi.json, /metrics)"
+    );
+    let app = app(config, store, embedder, reranker, Metrics::new());
+    serve(listener, app, shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+pub async fn bind(listen: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}
