@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run test models bench-text bench-embed bench-rerank bench-store bench-pipeline fmt
+.PHONY: run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-query fuzz-query fmt
 
 ## Replay the bundled sample through the text core and show what would be indexed.
 run:
@@ -12,8 +12,13 @@ run:
 models:
 	python3 deploy/models/provision.py
 
+## Test tools from PyPI (schemathesis) into ~/.cache/casement/tools (or
+## $CASEMENT_TOOLS_DIR), pinned; a no-op when in place.
+tools:
+	deploy/tools/provision.sh
+
 ## Formatting check, clippy with warnings denied, and every test of the workspace.
-test: models
+test: models tools
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) test --workspace --locked
@@ -43,6 +48,16 @@ bench-store:
 ## single edits (needs ../shared/data); writes target/bench/pipeline.json.
 bench-pipeline: models
 	$(CARGO) bench --locked -p casement-indexer --bench pipeline
+
+## The query service's release binary over >= 100k indexed sentences of real text, loaded
+## over HTTP at concurrency 1 and 8, with and without rerank (needs ../shared/data); builds
+## the index once (a few minutes) and writes target/bench/query.json.
+bench-query: models
+	$(CARGO) bench --locked -p casement-query --bench query
+
+## A longer schemathesis run than the test suite's (1,000 examples per operation).
+fuzz-query: models tools
+	SCHEMATHESIS_MAX_EXAMPLES=1000 $(CARGO) test --locked -p casement-query --test fuzz -- --nocapture
 
 fmt:
 	$(CARGO) fmt --all

@@ -94,7 +94,12 @@ impl SearchRequest {
                 ));
             }
         }
-        if self.doc_ids.iter().chain(self.min_revision.keys()).any(String::is_empty) {
+        if self
+            .doc_ids
+            .iter()
+            .chain(self.min_revision.keys())
+            .any(String::is_empty)
+        {
             return invalid("document ids must not be empty".into());
         }
         if self.tenant.as_deref() == Some("") {

@@ -88,7 +88,9 @@ impl From<JsonRejection> for ApiError {
             JsonRejection::MissingJsonContentType(_) => Self::UnsupportedMediaType(
                 "send the body as JSON with `Content-Type: application/json`".into(),
             ),
-            JsonRejection::BytesRejection(_) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            JsonRejection::BytesRejection(_)
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+            {
                 Self::TooLarge(format!("request body too large: {text}"))
             }
             _ => Self::Malformed(text),

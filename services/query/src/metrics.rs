@@ -12,8 +12,7 @@ pub const STAGES: [&str; 6] = ["wait", "embed", "search", "expand", "merge", "re
 pub const DECISIONS: [&str; 4] = ["kept", "merged", "dropped", "truncated"];
 
 const LATENCY: [f64; 15] = [
-    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.035, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0,
-    5.0,
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.035, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 5.0,
 ];
 const COUNTS: [f64; 9] = [0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0];
 const TOKENS: [f64; 9] = [

@@ -116,7 +116,10 @@ pub async fn serve<S: Store + 'static>(
 /// `casement-query run`: everything from the config, until SIGTERM or Ctrl-C.
 pub async fn run(config: QueryConfig) -> anyhow::Result<()> {
     if config.auth.keys.is_empty() {
-        tracing::warn!("no API keys configured ([auth] keys): the API is open to anyone who can reach {}", config.listen);
+        tracing::warn!(
+            "no API keys configured ([auth] keys): the API is open to anyone who can reach {}",
+            config.listen
+        );
     }
     let (embedder, reranker) = load_models(&config).await?;
     let store = AnyStore::open(&config.store, embedder.dimension())

@@ -14,7 +14,11 @@ fn query() -> Command {
 fn help_works_and_bad_config_fails_at_start() {
     let output = query().arg("--help").output().expect("runs");
     assert!(output.status.success());
-    assert!(String::from_utf8_lossy(&output.stdout).contains("check-config"));
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        help.contains("check-config") && help.contains("run"),
+        "{help}"
+    );
 
     let output = query()
         .env("CASEMENT_QUERY__LISTEN", "not-an-address")
@@ -36,4 +40,37 @@ fn the_example_config_is_the_defaults() {
     let example: QueryConfig =
         casement_config::load(Some(&path), "UNUSED", []).expect("example loads");
     assert_eq!(example, QueryConfig::default());
+}
+
+#[test]
+fn run_fails_at_start_on_bad_config() {
+    for (key, value, message) in [
+        (
+            "CASEMENT_QUERY__LIMITS__MAX_TOP_K",
+            "0",
+            "limits.max_top_k = 0",
+        ),
+        (
+            "CASEMENT_QUERY__SEARCH__CONTAINMENT",
+            "1.5",
+            "search.containment",
+        ),
+        ("CASEMENT_QUERY__SEARCH__NO_SUCH_KEY", "1", "no_such_key"),
+    ] {
+        let output = query().env(key, value).arg("run").output().expect("runs");
+        assert!(!output.status.success(), "{key}={value}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(message), "{key}={value}: {stderr}");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("query.toml");
+    std::fs::write(&config, "[[auth.keys]]\ntoken = \"short\"\n").expect("write");
+    let output = query()
+        .arg("--config")
+        .arg(&config)
+        .arg("run")
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("at least 16 characters"));
 }

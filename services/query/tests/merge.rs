@@ -74,7 +74,10 @@ impl Doc {
             char_end: end,
             text: self.slice(start, end),
             matches: vec![Matched {
-                id: Uuid::new_v5(&Uuid::NAMESPACE_OID, format!("{}/{section}/{index}", self.id).as_bytes()),
+                id: Uuid::new_v5(
+                    &Uuid::NAMESPACE_OID,
+                    format!("{}/{section}/{index}", self.id).as_bytes(),
+                ),
                 index: index as u32,
                 sentence: self.slice(s_start, s_end),
                 char_start: s_start,
@@ -96,7 +99,11 @@ fn case() -> impl Strategy<Value = (Vec<Doc>, Vec<Window>, usize)> {
         prop::collection::vec((any::<prop::sample::Index>(), 0.0f32..1.0), 0..25),
     )
         .prop_map(|(shapes, words, radius, picks)| {
-            let docs: Vec<Doc> = shapes.iter().enumerate().map(|(i, c)| doc(i, c, &words)).collect();
+            let docs: Vec<Doc> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, c)| doc(i, c, &words))
+                .collect();
             let all: Vec<(usize, usize, usize)> = docs
                 .iter()
                 .enumerate()
@@ -112,7 +119,8 @@ fn case() -> impl Strategy<Value = (Vec<Doc>, Vec<Window>, usize)> {
                 .into_iter()
                 .filter_map(|(pick, score)| {
                     let (d, s, i) = all[pick.index(all.len())];
-                    seen.insert((d, s, i)).then(|| docs[d].window(s, i, radius, score))
+                    seen.insert((d, s, i))
+                        .then(|| docs[d].window(s, i, radius, score))
                 })
                 .collect();
             (docs, windows, radius)
@@ -225,7 +233,11 @@ fn a_near_duplicate_in_another_document_is_dropped() {
 fn touching_windows_merge_and_distant_ones_do_not() {
     let d = doc(0, &[12], &[3]);
     // Radius 1: sentence 1 covers 0..3, sentence 4 covers 3..6 (touching), 9 covers 8..11.
-    let windows = vec![d.window(0, 1, 1, 0.3), d.window(0, 4, 1, 0.8), d.window(0, 9, 1, 0.5)];
+    let windows = vec![
+        d.window(0, 1, 1, 0.3),
+        d.window(0, 4, 1, 0.8),
+        d.window(0, 9, 1, 0.5),
+    ];
     let (merged, absorbed) = merge_overlapping(windows);
     assert_eq!(absorbed, 1);
     assert_eq!(merged.len(), 2);

@@ -55,8 +55,11 @@ pub fn narrow(window: Window, radius: usize, neighbours: &Neighbours) -> Window 
     let start = index.saturating_sub(radius);
     let end = (index + radius + 1).min(window.sentences.end as usize);
     let start = start.max(window.sentences.start as usize);
-    let range = |i: usize| neighbours
-            .get(&(window.doc_id.clone(), window.section_id.clone(), i as u32)).copied();
+    let range = |i: usize| {
+        neighbours
+            .get(&(window.doc_id.clone(), window.section_id.clone(), i as u32))
+            .copied()
+    };
     let (Some((char_start, _)), Some((_, char_end))) = (range(start), range(end - 1)) else {
         return window;
     };

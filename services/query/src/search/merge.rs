@@ -76,8 +76,8 @@ impl Window {
             self.text.extend(other.text.chars().skip(skip));
             self.char_end = other.char_end;
         }
-        self.sentences =
-            self.sentences.start.min(other.sentences.start)..self.sentences.end.max(other.sentences.end);
+        self.sentences = self.sentences.start.min(other.sentences.start)
+            ..self.sentences.end.max(other.sentences.end);
         self.score = self.score.max(other.score);
         for matched in other.matches {
             match self.matches.iter_mut().find(|m| m.id == matched.id) {

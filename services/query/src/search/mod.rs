@@ -55,7 +55,8 @@ impl Reranker {
             .map_err(|_| ApiError::Unavailable("reranker closed".into()))?;
         let model = self.model.clone();
         let query = query.to_owned();
-        let inputs: Vec<(String, f32)> = windows.iter().map(|w| (w.text.clone(), w.score)).collect();
+        let inputs: Vec<(String, f32)> =
+            windows.iter().map(|w| (w.text.clone(), w.score)).collect();
         tokio::task::spawn_blocking(move || {
             let candidates: Vec<Candidate<'_>> = inputs
                 .iter()

@@ -20,9 +20,16 @@ use casement_store::{EdgeStore, StoreConfig};
 use casement_text::{Format, Revision, TextConfig};
 use tokio::sync::oneshot;
 
+mod client;
+#[allow(unused_imports)]
+pub use client::*;
+
 pub fn data(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
+    std::env::var_os("CASEMENT_SHARED_DATA")
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+            PathBuf::from,
+        )
         .join(path)
 }
 
@@ -59,7 +66,14 @@ pub fn indexer(store: EdgeStore, model: Arc<dyn Embed>) -> Processor<EdgeStore> 
     Processor::new(store, embedder, enricher, TextConfig::default(), metrics)
 }
 
-pub fn upsert(doc_id: &str, revision: u64, title: &str, tenant: Option<&str>, format: Format, content: &str) -> Event {
+pub fn upsert(
+    doc_id: &str,
+    revision: u64,
+    title: &str,
+    tenant: Option<&str>,
+    format: Format,
+    content: &str,
+) -> Event {
     Event {
         change: Change::Upsert(Revision {
             doc_id: doc_id.into(),
@@ -83,8 +97,12 @@ pub struct Article {
 
 /// The first `n` SQuAD v1.1 dev articles.
 pub fn squad_articles(n: usize) -> Vec<Article> {
-    let text = std::fs::read_to_string(data("squad/dev-v1.1.articles.jsonl")).expect("SQuAD articles");
-    text.lines().take(n).map(|l| serde_json::from_str(l).expect("article")).collect()
+    let text =
+        std::fs::read_to_string(data("squad/dev-v1.1.articles.jsonl")).expect("SQuAD articles");
+    text.lines()
+        .take(n)
+        .map(|l| serde_json::from_str(l).expect("article"))
+        .collect()
 }
 
 /// (article title, question, answer text) of the given articles, in file order.
@@ -112,14 +130,19 @@ pub fn squad_questions(titles: &[&str]) -> Vec<(String, String, String)> {
 
 /// Final revisions of the first `n` documents of the 18F sample that are not deleted.
 pub fn handbook_pages(n: usize) -> Vec<Revision> {
-    let (events, _) = casement_indexer::revision_log::read(&data("revisions/18f-handbook/sample.jsonl"))
-        .expect("18F sample");
+    let (events, _) =
+        casement_indexer::revision_log::read(&data("revisions/18f-handbook/sample.jsonl"))
+            .expect("18F sample");
     let mut last: BTreeMap<String, Option<Revision>> = BTreeMap::new();
     for event in &events {
         let revision = (!event.is_delete()).then(|| event.to_revision().expect("revision"));
         last.insert(event.doc_id.clone(), revision);
     }
-    last.into_values().flatten().filter(|r| r.content.len() > 2_000).take(n).collect()
+    last.into_values()
+        .flatten()
+        .filter(|r| r.content.len() > 2_000)
+        .take(n)
+        .collect()
 }
 
 /// The query service on 127.0.0.1 (a free port), stopped when dropped.
@@ -139,8 +162,16 @@ impl Drop for Served {
 
 pub async fn serve(config: QueryConfig, store: EdgeStore) -> Served {
     let (embedder, reranker) = models().await;
-    let app = casement_query::service::app(config, store, embedder, reranker, casement_query::Metrics::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let app = casement_query::service::app(
+        config,
+        store,
+        embedder,
+        reranker,
+        casement_query::Metrics::new(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     let (stop, stopped) = oneshot::channel::<()>();
     let served = app.clone();

@@ -1,0 +1,132 @@
+//! The benchmark corpus: real text only, indexed by the indexer's own stages with the real
+//! embedding model, until at least `target` sentences: SciFact abstracts, the SQuAD v1.1 dev
+//! articles, the 18F Handbook pages (final revisions), the Wikipedia pages (final revisions),
+//! then the Wikipedia pages' first sampled revisions as separate documents (old versions of
+//! a page kept next to the current one, as knowledge bases do).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use casement_events::{Change, Event, EventFormat};
+use casement_text::{Format, Revision};
+
+pub fn data(path: &str) -> PathBuf {
+    std::env::var_os("CASEMENT_SHARED_DATA")
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+            PathBuf::from,
+        )
+        .join(path)
+}
+
+fn lines(path: &Path) -> Vec<serde_json::Value> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let reader: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(BufReader::new(flate2::read::GzDecoder::new(file)))
+    } else {
+        Box::new(BufReader::new(file))
+    };
+    reader
+        .lines()
+        .map(|l| serde_json::from_str(&l.expect("line")).expect("json"))
+        .collect()
+}
+
+fn event(doc_id: String, title: &str, format: Format, content: String) -> Event {
+    Event {
+        change: Change::Upsert(Revision {
+            doc_id,
+            revision: 1,
+            title: Some(title.to_owned()),
+            url: None,
+            tenant: None,
+            format,
+            content,
+        }),
+        event_time_ms: None,
+        format: EventFormat::Native,
+    }
+}
+
+/// (first, last) non-delete revision of each document of a revision log.
+fn revisions(path: &Path) -> Vec<(serde_json::Value, serde_json::Value)> {
+    let mut pages: BTreeMap<String, (serde_json::Value, serde_json::Value)> = BTreeMap::new();
+    for line in lines(path) {
+        let doc_id = line["doc_id"].as_str().unwrap_or_default().to_owned();
+        if line["change"] == "delete" {
+            pages.remove(&doc_id);
+            continue;
+        }
+        pages
+            .entry(doc_id)
+            .and_modify(|(_, last)| *last = line.clone())
+            .or_insert_with(|| (line.clone(), line));
+    }
+    pages.into_values().collect()
+}
+
+fn log_event(prefix: &str, line: &serde_json::Value) -> Event {
+    let format = match line["format"].as_str() {
+        Some("text") => Format::Text,
+        _ => Format::Markdown,
+    };
+    event(
+        format!("{prefix}{}", line["doc_id"].as_str().unwrap_or_default()),
+        line["title"].as_str().unwrap_or("untitled"),
+        format,
+        line["content"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// Every corpus event in order; the caller stops once the index is big enough.
+pub fn events() -> impl Iterator<Item = Event> {
+    let scifact = lines(&data("scifact/corpus.jsonl.gz"))
+        .into_iter()
+        .map(|a| {
+            event(
+                format!("scifact:{}", a["_id"].as_str().unwrap_or_default()),
+                a["title"].as_str().unwrap_or_default(),
+                Format::Text,
+                a["text"].as_str().unwrap_or_default().to_owned(),
+            )
+        });
+    let squad = lines(&data("squad/dev-v1.1.articles.jsonl"))
+        .into_iter()
+        .map(|a| {
+            let title = a["title"].as_str().unwrap_or_default().to_owned();
+            event(
+                format!("squad:{title}"),
+                &title,
+                Format::Text,
+                a["text"].as_str().unwrap_or_default().to_owned(),
+            )
+        });
+    let handbook = revisions(&data("revisions/18f-handbook/all.jsonl.gz"));
+    let wikipedia = revisions(&data("revisions/wikipedia-versions/all.jsonl.gz"));
+    let wikipedia_first: Vec<Event> = wikipedia
+        .iter()
+        .filter(|(first, last)| first["revision"] != last["revision"])
+        .map(|(first, _)| log_event("first-revision:", first))
+        .collect();
+    scifact
+        .chain(squad)
+        .chain(handbook.into_iter().map(|(_, last)| log_event("", &last)))
+        .chain(wikipedia.into_iter().map(|(_, last)| log_event("", &last)))
+        .chain(wikipedia_first)
+}
+
+/// SQuAD v1.1 dev questions, in file order.
+pub fn questions() -> Vec<String> {
+    let raw = std::fs::read_to_string(data("squad/dev-v1.1.json")).expect("SQuAD");
+    let json: serde_json::Value = serde_json::from_str(&raw).expect("json");
+    let mut out = Vec::new();
+    for article in json["data"].as_array().expect("data") {
+        for paragraph in article["paragraphs"].as_array().expect("paragraphs") {
+            for qa in paragraph["qas"].as_array().expect("qas") {
+                out.push(qa["question"].as_str().expect("q").to_owned());
+            }
+        }
+    }
+    out
+}

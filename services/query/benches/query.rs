@@ -1,0 +1,305 @@
+//! `make bench-query`: the query service's release binary over ≥ 100k indexed sentences of
+//! real text (see `corpus.rs`), driven over HTTP by a closed-loop load generator (each of
+//! `c` connections sends its next request when the previous answer arrives; SQuAD
+//! questions in rotation, `top_k` 10). Requests/s and p50/p95/p99 at concurrency 1 and 8,
+//! without and with rerank (the default reranker over the 10 best merged windows).
+//! Writes `target/bench/query.json`. The index is built once (real embeddings, a few
+//! minutes) and kept in `target/bench/query-index`; `BENCH_QUERY_INDEX_ONLY=1` stops there.
+
+mod corpus;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use casement_indexer::config::EnrichConfig;
+use casement_indexer::embed::{Embedder, embedding_cache};
+use casement_indexer::enrich::Enricher;
+use casement_indexer::process::Processor;
+use casement_inference::{BlockingPool, Embed, EmbedderConfig, OnnxEmbedder};
+use casement_store::{EdgeStore, Store, StoreConfig};
+use casement_text::TextConfig;
+use serde_json::{Value, json};
+
+const TARGET_SENTENCES: u64 = 100_000;
+const CORPUS_VERSION: u32 = 1;
+
+fn bench_dir() -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+            PathBuf::from,
+        )
+        .join("bench");
+    std::fs::create_dir_all(&dir).expect("create target/bench");
+    dir
+}
+
+fn store_config(dir: &Path) -> StoreConfig {
+    let mut config = StoreConfig::default();
+    config.edge.path = dir.join("index");
+    config
+}
+
+/// Builds the index unless a complete one is there; returns (sentences, documents).
+async fn ensure_index(dir: &Path) -> (u64, u64) {
+    let marker = dir.join("corpus.json");
+    if let Ok(text) = std::fs::read_to_string(&marker) {
+        let m: Value = serde_json::from_str(&text).unwrap_or_default();
+        if m["version"] == CORPUS_VERSION && m["sentences"].as_u64() >= Some(TARGET_SENTENCES) {
+            eprintln!("reusing the index in {} ({m})", dir.display());
+            return (
+                m["sentences"].as_u64().unwrap_or(0),
+                m["documents"].as_u64().unwrap_or(0),
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("index dir");
+    let model: Arc<dyn Embed> =
+        Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model (make models)"));
+    let store = EdgeStore::open(&store_config(dir), model.dimension()).expect("store");
+    let metrics = casement_indexer::metrics::Metrics::new();
+    let embedder = Embedder::new(
+        BlockingPool::new(model.clone(), 1),
+        model.model_id().to_owned(),
+        embedding_cache(10_000),
+        metrics.clone(),
+    );
+    let enricher = Enricher::new(&EnrichConfig::default(), &metrics).expect("enricher");
+    let processor = Processor::new(
+        store.clone(),
+        embedder,
+        enricher,
+        TextConfig::default(),
+        metrics,
+    );
+    let started = Instant::now();
+    for (i, event) in corpus::events().enumerate() {
+        processor.process(&event).await.expect("index");
+        if i % 500 == 499 {
+            let stats = store.stats().await.expect("stats");
+            let (sentences, documents) = (
+                stats.points - stats.documents - stats.tombstones,
+                stats.documents,
+            );
+            eprintln!(
+                "  indexed {documents} documents, {sentences} sentences, {:.0} s ({:.0} sentences/s)",
+                started.elapsed().as_secs_f64(),
+                sentences as f64 / started.elapsed().as_secs_f64()
+            );
+            if sentences >= TARGET_SENTENCES {
+                break;
+            }
+        }
+    }
+    let stats = store.stats().await.expect("stats");
+    let (sentences, documents) = (
+        stats.points - stats.documents - stats.tombstones,
+        stats.documents,
+    );
+    assert!(
+        sentences >= TARGET_SENTENCES,
+        "the corpus has only {sentences} sentences"
+    );
+    drop(processor);
+    drop(store);
+    let m = json!({"version": CORPUS_VERSION, "sentences": sentences, "documents": documents,
+                   "build_seconds": started.elapsed().as_secs_f64()});
+    std::fs::write(&marker, m.to_string()).expect("marker");
+    eprintln!(
+        "indexed {documents} documents, {sentences} sentences in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    (sentences, documents)
+}
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn start_server(dir: &Path) -> (Server, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_casement-query"))
+        .arg("run")
+        .env("CASEMENT_QUERY__LISTEN", format!("127.0.0.1:{port}"))
+        .env("CASEMENT_QUERY__STORE__EDGE__PATH", dir.join("index"))
+        .env("CASEMENT_QUERY__LOG__FILTER", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start casement-query");
+    let server = Server(child);
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(r) = client.get(format!("{base}/readyz")).send().await
+            && r.status().is_success()
+        {
+            return (server, base);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the query service did not become ready"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// `requests` searches over `concurrency` connections; latencies in ms.
+async fn load(
+    base: &str,
+    questions: &Arc<Vec<String>>,
+    rerank: bool,
+    concurrency: usize,
+    requests: usize,
+    offset: usize,
+) -> Value {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let (base, questions) = (base.to_owned(), questions.clone());
+        tasks.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let mut latencies = Vec::new();
+            let mut i = worker;
+            while i < requests {
+                let q = &questions[(offset + i) % questions.len()];
+                let t = Instant::now();
+                let response = client
+                    .post(format!("{base}/v1/search"))
+                    .json(&json!({"query": q, "top_k": 10, "rerank": rerank}))
+                    .send()
+                    .await
+                    .expect("request");
+                assert!(response.status().is_success(), "{}", response.status());
+                let _ = response.bytes().await.expect("body");
+                latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+                i += concurrency;
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::with_capacity(requests);
+    for task in tasks {
+        all.extend(task.await.expect("worker"));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    json!({"requests": all.len(), "rps": all.len() as f64 / seconds,
+           "p50_ms": percentile(&all, 0.5), "p95_ms": percentile(&all, 0.95), "p99_ms": percentile(&all, 0.99)})
+}
+
+/// Mean of a histogram from `/metrics` (sum / count), optionally one label value.
+fn mean(metrics: &str, name: &str, label: &str) -> f64 {
+    let value = |suffix: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}_{suffix}")) && l.contains(label))
+            .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    value("sum") / value("count").max(1.0)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let dir = bench_dir().join("query-index");
+    let (sentences, documents) = ensure_index(&dir).await;
+    if std::env::var_os("BENCH_QUERY_INDEX_ONLY").is_some() {
+        return;
+    }
+    let (_server, base) = start_server(&dir).await;
+    let questions = Arc::new(corpus::questions());
+    eprintln!("warming up");
+    load(&base, &questions, false, 2, 100, 5_000).await;
+    load(&base, &questions, true, 2, 40, 6_000).await;
+
+    let mut report = json!({"sentences": sentences, "documents": documents, "top_k": 10});
+    let scenarios = [
+        ("no_rerank", false, 1, 1_000),
+        ("no_rerank", false, 8, 2_000),
+        ("rerank", true, 1, 300),
+        ("rerank", true, 8, 400),
+    ];
+    for (offset, (name, rerank, concurrency, requests)) in scenarios.into_iter().enumerate() {
+        eprintln!("{name} c{concurrency}: {requests} requests");
+        let figures = load(
+            &base,
+            &questions,
+            rerank,
+            concurrency,
+            requests,
+            offset * 1_000,
+        )
+        .await;
+        report[name][format!("c{concurrency}")] = figures;
+    }
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    report["rerank_candidates_mean"] =
+        json!(mean(&metrics, "casement_query_rerank_candidates", ""));
+    report["windows_returned_mean"] = json!(mean(&metrics, "casement_query_returned_windows", ""));
+    let mut stages = serde_json::Map::new();
+    for stage in ["embed", "search", "expand", "merge", "rerank"] {
+        stages.insert(
+            stage.into(),
+            json!(
+                1000.0
+                    * mean(
+                        &metrics,
+                        "casement_query_stage_duration_seconds",
+                        &format!("stage=\"{stage}\"")
+                    )
+            ),
+        );
+    }
+    report["stage_mean_ms"] = Value::Object(stages);
+
+    println!(
+        "\nquery service, {sentences} sentences in {documents} documents, top_k 10, release build, closed loop"
+    );
+    println!("| scenario | concurrency | requests/s | p50 ms | p95 ms | p99 ms | target |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, target) in [
+        ("no_rerank", "p95 ≤ 20 ms at c1"),
+        ("rerank", "p95 ≤ 150 ms at c1"),
+    ] {
+        for c in ["c1", "c8"] {
+            let f = &report[name][c];
+            println!(
+                "| {name} | {c} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+                f["rps"].as_f64().unwrap_or(0.0),
+                f["p50_ms"].as_f64().unwrap_or(0.0),
+                f["p95_ms"].as_f64().unwrap_or(0.0),
+                f["p99_ms"].as_f64().unwrap_or(0.0),
+                if c == "c1" { target } else { "" }
+            );
+        }
+    }
+    println!(
+        "windows returned per search (mean) {:.1}; windows reranked per reranked search (mean) {:.1}; mean ms per stage {}",
+        report["windows_returned_mean"], report["rerank_candidates_mean"], report["stage_mean_ms"]
+    );
+    let path = bench_dir().join("query.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json")).expect("write");
+    println!("wrote {}", path.display());
+}
