@@ -270,4 +270,25 @@ async fn min_revision_waits_for_the_write() {
     assert_eq!(body["error"]["code"], "revision_not_indexed");
     assert_eq!(body["error"]["indexed_revision"], 2);
     assert_eq!(body["error"]["doc_id"], "launch");
+
+    // The request deadline bounds everything, a min_revision wait included: 504.
+    let mut config = QueryConfig::default();
+    config.limits.request_timeout_ms = 300;
+    let hurried = serve(config, store).await;
+    let started = std::time::Instant::now();
+    let (status, body) = post(
+        &hurried.base,
+        None,
+        json!({"query": "launch code", "min_revision": {"launch": 9}}),
+    )
+    .await;
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"]["code"], "timeout");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("300 ms")
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }

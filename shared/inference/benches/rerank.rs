@@ -18,10 +18,17 @@ use casement_inference::{
 
 fn main() {
     let mut report = serde_json::Map::new();
-    for precision in [Precision::Int8, Precision::Fp32] {
+    // The third run is the query service's default rescoring model (`[rerank.embedder]`):
+    // int8 with windows cut at 128 tokens, to see what the cut costs against the first.
+    for (precision, max_tokens) in [
+        (Precision::Int8, 256),
+        (Precision::Fp32, 256),
+        (Precision::Int8, 128),
+    ] {
         let config = EmbedderConfig {
             precision,
             threads: 2,
+            max_tokens,
             ..EmbedderConfig::default()
         };
         let embedder: Arc<dyn Embed> =
@@ -31,7 +38,7 @@ fn main() {
         let tune: Vec<&squad::Case> = cases.iter().step_by(2).collect();
         let held_out: Vec<&squad::Case> = cases.iter().skip(1).step_by(2).collect();
         println!(
-            "\n{precision:?}: {} questions with the answer among the top-10 windows ({misses} without), built in {:.0} s",
+            "\n{precision:?}, {max_tokens} tokens: {} questions with the answer among the top-10 windows ({misses} without), built in {:.0} s",
             cases.len(),
             started.elapsed().as_secs_f64()
         );
@@ -103,7 +110,11 @@ fn main() {
             "rescoring throughput: {pairs_per_s:.1} query-window pairs/s ({pairs} pairs, windows ≥120 words)"
         );
         report.insert(
-            format!("{precision:?}").to_lowercase(),
+            if max_tokens == 256 {
+                format!("{precision:?}").to_lowercase()
+            } else {
+                format!("{precision:?}_{max_tokens}").to_lowercase()
+            },
             serde_json::json!({
                 "questions": cases.len(), "retrieval_misses": misses,
                 "retrieval": {"hit_at_1": base_held.hit_at_1, "mrr": base_held.mrr},
