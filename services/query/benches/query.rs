@@ -138,7 +138,7 @@ async fn start_server(dir: &Path) -> (Server, String) {
         .stdout(Stdio::null())
         .spawn()
         .expect("start casement-query");
-    let server = Server(child);
+    let mut server = Server(child);
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -152,6 +152,9 @@ async fn start_server(dir: &Path) -> (Server, String) {
             Instant::now() < deadline,
             "the query service did not become ready"
         );
+        if let Ok(Some(status)) = server.0.try_wait() {
+            panic!("the query service exited at start ({status}); see its log above");
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -154,3 +154,17 @@ async fn mismatched_dimension_and_bad_config_fail_clearly() {
         "nothing created on a bad config"
     );
 }
+
+/// One Edge directory, one open store: a second open fails with a clear message (two
+/// processes would corrupt it), and the directory opens again once the first is dropped.
+#[test]
+fn a_data_directory_is_opened_by_one_store_at_a_time() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = StoreConfig::default();
+    config.edge.path = dir.path().join("index");
+    let first = EdgeStore::open(&config, DIMENSION).expect("opens");
+    let error = EdgeStore::open(&config, DIMENSION).expect_err("a second open fails");
+    assert!(error.to_string().contains("in use"), "{error}");
+    drop(first);
+    EdgeStore::open(&config, DIMENSION).expect("opens again after the first is dropped");
+}

@@ -50,6 +50,30 @@ struct Inner {
     index_after_points: usize,
     flush_every_write: bool,
     path: PathBuf,
+    /// An exclusive lock on `casement.lock` in the data directory, held while the store is
+    /// open: two processes on one Edge directory would corrupt it.
+    _lock: std::fs::File,
+}
+
+/// Takes the data directory's lock, or says who to blame.
+fn lock_directory(path: &Path) -> std::result::Result<std::fs::File, String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path.join("casement.lock"))
+        .map_err(|e| format!("creating the lock file: {e}"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(
+            "the data directory is in use (casement.lock is held by another open store, \
+             usually another process). An Edge store belongs to one process: run the \
+             indexer and the query service together in the all-in-one, or share a Qdrant \
+             server (store.backend = \"server\")"
+                .into(),
+        ),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("locking casement.lock: {e}")),
+    }
 }
 
 impl EdgeStore {
@@ -69,6 +93,7 @@ impl EdgeStore {
             message,
         };
         std::fs::create_dir_all(&path).map_err(|e| open_error(e.to_string()))?;
+        let lock = lock_directory(&path).map_err(open_error)?;
         let existing = path.join("edge_config.json").exists();
         let shard = if existing {
             let shard = EdgeShard::load(&path, None).map_err(|e| open_error(e.to_string()))?;
@@ -109,6 +134,7 @@ impl EdgeStore {
                 index_after_points: config.edge.index_after_points,
                 flush_every_write: config.edge.flush_every_write,
                 path,
+                _lock: lock,
             }),
         };
         store.inner.flush()?;
