@@ -20,8 +20,24 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::search::Searcher;
 
-/// The OpenAPI document, kept in the repository and served at `/openapi.json`.
+/// The OpenAPI document, kept in the repository (with the default limits) and served at
+/// `/openapi.json` with the configured ones.
 pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// [`OPENAPI`] with the limits of `config`, so that clients and fuzzers see the real ones.
+pub fn openapi(config: &QueryConfig) -> String {
+    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(OPENAPI) else {
+        return OPENAPI.to_owned();
+    };
+    let request = &mut doc["components"]["schemas"]["SearchRequest"]["properties"];
+    let limits = &config.limits;
+    request["query"]["maxLength"] = limits.max_query_chars.into();
+    request["top_k"]["maximum"] = limits.max_top_k.into();
+    request["window_radius"]["maximum"] = config.search.indexed_window_radius.into();
+    request["doc_ids"]["maxItems"] = limits.max_doc_ids.into();
+    request["min_revision"]["maxProperties"] = limits.max_doc_ids.into();
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|_| OPENAPI.to_owned())
+}
 
 /// Who is asking: the tenant their key is bound to, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +53,8 @@ pub struct App<S> {
     pub metrics: Metrics,
     /// Set by the store probe; `/readyz` answers 503 while it is false.
     pub store_reachable: AtomicBool,
+    /// The served OpenAPI document ([`openapi`]).
+    pub openapi: String,
 }
 
 impl AuthConfig {
@@ -75,10 +93,7 @@ pub fn router<S: Store + 'static>(app: Arc<App<S>>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz::<S>))
         .route("/metrics", get(metrics_text::<S>))
-        .route(
-            "/openapi.json",
-            get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }),
-        )
+        .route("/openapi.json", get(openapi_json::<S>))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
@@ -173,6 +188,13 @@ async fn metrics_text<S>(State(app): State<Arc<App<S>>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         app.metrics.render(),
+    )
+}
+
+async fn openapi_json<S>(State(app): State<Arc<App<S>>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        app.openapi.clone(),
     )
 }
 

@@ -78,6 +78,7 @@ pub fn app<S: Store + Clone + 'static>(
     );
     let app = Arc::new(App {
         searcher,
+        openapi: crate::http::openapi(&config),
         config,
         metrics,
         store_reachable: AtomicBool::new(false),

@@ -186,9 +186,17 @@ async fn bad_requests_get_4xx_with_a_message_and_metrics_are_documented() {
         .json()
         .await
         .unwrap();
+    // The repository's document, with this deployment's limits (here the defaults).
     assert_eq!(
         openapi,
         serde_json::from_str::<Value>(casement_query::OPENAPI).unwrap()
+    );
+    let mut tight = QueryConfig::default();
+    tight.limits.max_top_k = 7;
+    let served: Value = serde_json::from_str(&casement_query::http::openapi(&tight)).unwrap();
+    assert_eq!(
+        served["components"]["schemas"]["SearchRequest"]["properties"]["top_k"]["maximum"],
+        7
     );
 }
 
