@@ -1,10 +1,18 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-query fuzz-query fmt
+.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-query fuzz-query fmt
 
-## Replay the bundled sample through the text core and show what would be indexed.
+## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
+## provisions the models, builds, indexes with a progress bar, answers a sample question,
+## then serves the API and applies later edits live until Ctrl-C. Data in ./casement-data.
 run:
+	@start=$$(date +%s); $(MAKE) --no-print-directory models && \
+	CASEMENT_STARTED_AT=$$start $(CARGO) run --release --locked -p casement -- run $(ARGS)
+
+## What the indexer would embed and write for each event of a revision log (no model, no
+## store): `make dry-run INPUT=path/to/log.jsonl`, the bundled sample by default.
+dry-run:
 	$(CARGO) run --release --locked -p casement-indexer -- dry-run $(INPUT)
 
 ## Provision the models into ~/.cache/casement/models (or $CASEMENT_MODELS_DIR): pinned

@@ -51,9 +51,14 @@ const LATENCY: [f64; 14] = [
 ];
 
 impl Metrics {
-    #[allow(clippy::expect_used)] // Names are constants: a failure here is a programming error.
     pub fn new() -> Self {
-        let registry = Registry::new();
+        Self::with_registry(Registry::new())
+    }
+
+    /// The metrics, registered in `registry` (the all-in-one serves one registry for the
+    /// indexer's and the query service's metrics).
+    #[allow(clippy::expect_used)] // Names are constants: a failure here is a programming error.
+    pub fn with_registry(registry: Registry) -> Self {
         let latency = LATENCY.to_vec();
         let events = IntCounterVec::new(
             Opts::new("casement_indexer_events_total", "Events by outcome."),

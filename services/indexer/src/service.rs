@@ -24,14 +24,30 @@ pub async fn processor(
     config: &IndexerConfig,
     metrics: &Metrics,
 ) -> anyhow::Result<Processor<AnyStore>> {
+    let model = load_model(config).await?;
+    let store = AnyStore::open(&config.store, model.dimension())
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the store: {e}"))?;
+    processor_over(config, metrics, model, store)
+}
+
+/// Loads the embedding model of `[embedder]`.
+pub async fn load_model(config: &IndexerConfig) -> anyhow::Result<Arc<dyn Embed>> {
     let embedder_config = config.embedder.clone();
     let model = tokio::task::spawn_blocking(move || OnnxEmbedder::load(&embedder_config))
         .await?
         .map_err(|e| anyhow::anyhow!("loading the embedding model: {e}"))?;
-    let model: Arc<dyn Embed> = Arc::new(model);
-    let store = AnyStore::open(&config.store, model.dimension())
-        .await
-        .map_err(|e| anyhow::anyhow!("opening the store: {e}"))?;
+    Ok(Arc::new(model))
+}
+
+/// The processor over a loaded model and an open store (the all-in-one shares both with
+/// the query service).
+pub fn processor_over<S: Store>(
+    config: &IndexerConfig,
+    metrics: &Metrics,
+    model: Arc<dyn Embed>,
+    store: S,
+) -> anyhow::Result<Processor<S>> {
     let embedder = Embedder::new(
         BlockingPool::new(model.clone(), config.pipeline.embed_concurrency),
         model.model_id().to_owned(),
@@ -157,7 +173,7 @@ impl Running {
 }
 
 /// SIGTERM or Ctrl-C.
-async fn stop_signal() {
+pub async fn stop_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

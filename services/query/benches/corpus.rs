@@ -1,8 +1,9 @@
 //! The benchmark corpus: real text only, indexed by the indexer's own stages with the real
 //! embedding model, until at least `target` sentences: SciFact abstracts, the SQuAD v1.1 dev
 //! articles, the 18F Handbook pages (final revisions), the Wikipedia pages (final revisions),
-//! then the Wikipedia pages' first sampled revisions as separate documents (old versions of
-//! a page kept next to the current one, as knowledge bases do).
+//! then older revisions as separate documents (old versions of a page kept next to the
+//! current one, as knowledge bases do): the Wikipedia pages' first sampled revisions, then
+//! the middle revision of each Wikipedia page and of each 18F page.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -49,21 +50,27 @@ fn event(doc_id: String, title: &str, format: Format, content: String) -> Event 
     }
 }
 
-/// (first, last) non-delete revision of each document of a revision log.
-fn revisions(path: &Path) -> Vec<(serde_json::Value, serde_json::Value)> {
-    let mut pages: BTreeMap<String, (serde_json::Value, serde_json::Value)> = BTreeMap::new();
+/// The non-delete revisions with content of each document of a revision log, oldest first
+/// (a delete forgets the document's earlier revisions).
+fn revisions(path: &Path) -> Vec<Vec<serde_json::Value>> {
+    let mut pages: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
     for line in lines(path) {
         let doc_id = line["doc_id"].as_str().unwrap_or_default().to_owned();
         if line["change"] == "delete" {
             pages.remove(&doc_id);
-            continue;
+        } else if line["content"].is_string() {
+            pages.entry(doc_id).or_default().push(line);
         }
-        pages
-            .entry(doc_id)
-            .and_modify(|(_, last)| *last = line.clone())
-            .or_insert_with(|| (line.clone(), line));
     }
     pages.into_values().collect()
+}
+
+/// The middle revision of each document with at least three revisions.
+fn middles(pages: &[Vec<serde_json::Value>]) -> impl Iterator<Item = Event> + '_ {
+    pages
+        .iter()
+        .filter(|revs| revs.len() >= 3)
+        .map(|revs| log_event("middle-revision:", &revs[revs.len() / 2]))
 }
 
 fn log_event(prefix: &str, line: &serde_json::Value) -> Event {
@@ -104,16 +111,21 @@ pub fn events() -> impl Iterator<Item = Event> {
         });
     let handbook = revisions(&data("revisions/18f-handbook/all.jsonl.gz"));
     let wikipedia = revisions(&data("revisions/wikipedia-versions/all.jsonl.gz"));
+    let last = |pages: &[Vec<serde_json::Value>]| -> Vec<Event> {
+        pages.iter().filter_map(|revs| revs.last()).map(|l| log_event("", l)).collect()
+    };
     let wikipedia_first: Vec<Event> = wikipedia
         .iter()
-        .filter(|(first, last)| first["revision"] != last["revision"])
-        .map(|(first, _)| log_event("first-revision:", first))
+        .filter(|revs| revs.len() >= 2)
+        .map(|revs| log_event("first-revision:", &revs[0]))
         .collect();
+    let older: Vec<Event> = middles(&wikipedia).chain(middles(&handbook)).collect();
     scifact
         .chain(squad)
-        .chain(handbook.into_iter().map(|(_, last)| log_event("", &last)))
-        .chain(wikipedia.into_iter().map(|(_, last)| log_event("", &last)))
+        .chain(last(&handbook))
+        .chain(last(&wikipedia))
         .chain(wikipedia_first)
+        .chain(older)
 }
 
 /// SQuAD v1.1 dev questions, in file order.

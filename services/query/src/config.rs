@@ -138,8 +138,10 @@ pub struct RerankConfig {
     pub by_default: bool,
     /// Most merged windows scored per request (the best by retrieval).
     pub candidates: usize,
-    /// The model rescoring embeds windows with (`kind = "rescoring"`): int8, windows cut at
-    /// 128 tokens, so that 10 windows score within the latency target (see README).
+    /// The model rescoring embeds windows with (`kind = "rescoring"`): int8, each window
+    /// cut to `max_tokens` (about `3/4 · max_tokens` words centred on its best match), 64 by
+    /// default so that 10 windows score within the latency target (see README). Also sets
+    /// how much of a window other rerankers read.
     pub embedder: EmbedderConfig,
 }
 
@@ -153,7 +155,7 @@ impl Default for RerankConfig {
             candidates: 10,
             embedder: EmbedderConfig {
                 precision: Precision::Int8,
-                max_tokens: 128,
+                max_tokens: 64,
                 batch_size: 16,
                 ..EmbedderConfig::default()
             },

@@ -38,9 +38,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    #[allow(clippy::expect_used)] // Names are constants: a failure here is a programming error.
     pub fn new() -> Self {
-        let registry = Registry::new();
+        Self::with_registry(Registry::new())
+    }
+
+    /// The metrics, registered in `registry` (the all-in-one serves one registry for the
+    /// indexer's and the query service's metrics).
+    #[allow(clippy::expect_used)] // Names are constants: a failure here is a programming error.
+    pub fn with_registry(registry: Registry) -> Self {
         let histogram = |name: &str, help: &str, buckets: &[f64]| {
             prometheus::Histogram::with_opts(
                 HistogramOpts::new(name, help).buckets(buckets.to_vec()),

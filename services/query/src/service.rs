@@ -25,6 +25,11 @@ pub async fn load_models(
             .await?
             .context("loading the query embedder ([embedder])")?,
     );
+    Ok((embedder, load_reranker(config).await?))
+}
+
+/// Loads the reranker of `[rerank]` (none when `rerank.reranker` is `none`).
+pub async fn load_reranker(config: &QueryConfig) -> anyhow::Result<Option<Reranker>> {
     let rerank = config.rerank.clone();
     let reranker = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         let scorer: Arc<dyn Embed> = match rerank.reranker {
@@ -38,7 +43,10 @@ pub async fn load_models(
     })
     .await?
     .context("loading the reranker ([rerank.reranker])")?;
-    Ok((embedder, reranker.map(Reranker::new)))
+    // About 3 words per 4 tokens: the model then sees the matched sentence and its
+    // neighbours instead of the window's first tokens only.
+    let max_words = (config.rerank.embedder.max_tokens * 3 / 4).max(1);
+    Ok(reranker.map(|r| Reranker::new(r).with_max_words(max_words)))
 }
 
 /// Rerankers other than rescoring do not use an embedder.

@@ -36,3 +36,96 @@ mod tests {
         assert_eq!(window_range(&sentences, 3, 1), 12..30);
     }
 }
+
+/// Each whitespace-separated word of `text` with the character offset (Unicode scalar
+/// values) where it starts.
+fn words(text: &str) -> Vec<(usize, &str)> {
+    let mut spans = Vec::new();
+    let mut start: Option<(usize, usize)> = None;
+    for (chars, (byte, ch)) in text.char_indices().enumerate() {
+        if ch.is_whitespace() {
+            if let Some((c, b)) = start.take() {
+                spans.push((c, &text[b..byte]));
+            }
+        } else if start.is_none() {
+            start = Some((chars, byte));
+        }
+    }
+    if let Some((c, b)) = start {
+        spans.push((c, &text[b..]));
+    }
+    spans
+}
+
+/// `text`, or `max_words` of its words centred on the characters `focus` (half-open,
+/// Unicode scalar values into `text`): the words of the focus and as many on each side as
+/// fit, sliding at the ends; a focus longer than `max_words` keeps its first words. Words
+/// are joined by single spaces. A model that truncates from the start would otherwise cut
+/// a sentence in the middle of a long window.
+pub fn excerpt(text: &str, focus: std::ops::Range<usize>, max_words: usize) -> String {
+    let words = words(text);
+    if words.len() <= max_words {
+        return text.to_owned();
+    }
+    let first = words
+        .iter()
+        .position(|(start, w)| start + w.chars().count() > focus.start)
+        .unwrap_or(0);
+    let last = words
+        .iter()
+        .rposition(|(start, _)| *start < focus.end)
+        .unwrap_or(first)
+        .max(first);
+    let span = last - first + 1;
+    let (low, high) = if span >= max_words {
+        (first, first + max_words)
+    } else {
+        let before = ((max_words - span) / 2).min(first);
+        let high = (first - before + max_words).min(words.len());
+        (high.saturating_sub(max_words), high)
+    };
+    words[low..high]
+        .iter()
+        .map(|(_, w)| *w)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod excerpt_tests {
+    use super::excerpt;
+
+    fn focus(text: &str, part: &str) -> std::ops::Range<usize> {
+        let at = text[..text.find(part).expect("part")].chars().count();
+        at..at + part.chars().count()
+    }
+
+    #[test]
+    fn short_texts_are_kept_whole() {
+        let text = "One two. Three four.";
+        assert_eq!(excerpt(text, focus(text, "Three"), 10), text);
+    }
+
+    #[test]
+    fn long_texts_are_cut_around_the_focus() {
+        let text = "a1 a2 a3 a4 a5 a6 a7 a8. Match here now. b1 b2 b3 b4 b5 b6 b7 b8.";
+        assert_eq!(
+            excerpt(text, focus(text, "Match here now."), 7),
+            "a7 a8. Match here now. b1 b2"
+        );
+        // At the start and the end, the cut slides instead of shrinking.
+        assert_eq!(excerpt(text, focus(text, "a1 a2"), 4), "a1 a2 a3 a4");
+        assert_eq!(excerpt(text, focus(text, "b7 b8."), 3), "b6 b7 b8.");
+        // A focus longer than the budget: its first words.
+        assert_eq!(excerpt(text, focus(text, "Match here now."), 2), "Match here");
+    }
+
+    #[test]
+    fn offsets_count_characters_not_bytes() {
+        let text = "é é é é é é. Ünïcode match. ß ß ß ß ß ß.";
+        assert_eq!(
+            excerpt(text, focus(text, "Ünïcode match."), 4),
+            "é. Ünïcode match. ß"
+        );
+    }
+}

@@ -42,6 +42,7 @@ pub async fn run<D: DeadLetterSink>(
             timestamp_ms: letter.message.timestamp_ms,
             finished_ms: now_ms(),
             finish: Finish::DeadLettered(letter.reason),
+            detail: Some(letter.detail.clone()),
         };
         if done.send(finished).await.is_err() {
             return;

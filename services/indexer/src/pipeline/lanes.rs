@@ -110,6 +110,7 @@ pub async fn run<S: Store>(
             timestamp_ms: message.timestamp_ms,
             finished_ms: now_ms(),
             finish,
+            detail: None,
         };
         if done.send(finished).await.is_err() {
             return;

@@ -65,6 +65,8 @@ pub struct Finished {
     /// When the write (or dead letter) was durable, ms since the epoch.
     pub finished_ms: i64,
     pub finish: Finish,
+    /// Why it was dead-lettered, in words (dead letters only).
+    pub detail: Option<String>,
 }
 
 /// Stops the pipeline: stages finish the event in hand and stop taking new ones.

@@ -2,6 +2,7 @@
 //! expand → merge → rerank → answer. Each stage is timed into
 //! `casement_query_stage_duration_seconds`.
 
+pub mod excerpt;
 pub mod expand;
 pub mod merge;
 
@@ -25,6 +26,8 @@ use merge::Window;
 pub struct Reranker {
     model: Arc<dyn Rerank>,
     permit: Arc<Semaphore>,
+    /// Words of each window the model reads ([`excerpt::rerank_text`]).
+    max_words: usize,
 }
 
 impl std::fmt::Debug for Reranker {
@@ -40,7 +43,14 @@ impl Reranker {
         Self {
             model,
             permit: Arc::new(Semaphore::new(1)),
+            max_words: usize::MAX,
         }
+    }
+
+    /// The model reads at most `max_words` words of each window, centred on its best match.
+    pub fn with_max_words(mut self, max_words: usize) -> Self {
+        self.max_words = max_words.max(1);
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -55,8 +65,10 @@ impl Reranker {
             .map_err(|_| ApiError::Unavailable("reranker closed".into()))?;
         let model = self.model.clone();
         let query = query.to_owned();
-        let inputs: Vec<(String, f32)> =
-            windows.iter().map(|w| (w.text.clone(), w.score)).collect();
+        let inputs: Vec<(String, f32)> = windows
+            .iter()
+            .map(|w| (excerpt::rerank_text(w, self.max_words), w.score))
+            .collect();
         tokio::task::spawn_blocking(move || {
             let candidates: Vec<Candidate<'_>> = inputs
                 .iter()

@@ -69,6 +69,18 @@ pub fn build_cases(
     question_stride: usize,
     max_questions: usize,
 ) -> (Vec<Case>, usize) {
+    build_cases_read(embedder, article_stride, question_stride, max_questions, usize::MAX)
+}
+
+/// [`build_cases`], with the reranker reading at most `max_words` words of each window,
+/// centred on the sentence that retrieved it (as the query service does).
+pub fn build_cases_read(
+    embedder: &dyn Embed,
+    article_stride: usize,
+    question_stride: usize,
+    max_questions: usize,
+    max_words: usize,
+) -> (Vec<Case>, usize) {
     let path = squad_articles();
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let config = TextConfig::default();
@@ -143,9 +155,17 @@ pub fn build_cases(
                 misses += 1;
                 continue;
             }
-            let missing: Vec<&str> = windows
+            let read: Vec<String> = windows
                 .iter()
-                .map(|w| w.window.as_str())
+                .map(|w| {
+                    let start = w.char_start - w.window_char_start;
+                    let end = w.char_end - w.window_char_start;
+                    casement_text::window::excerpt(&w.window, start..end, max_words)
+                })
+                .collect();
+            let missing: Vec<&str> = read
+                .iter()
+                .map(String::as_str)
                 .filter(|t| !window_cache.contains_key(*t))
                 .collect();
             if !missing.is_empty() {
@@ -159,10 +179,7 @@ pub fn build_cases(
             cases.push(Case {
                 question: qa.question.clone(),
                 query_vector,
-                window_vectors: windows
-                    .iter()
-                    .map(|w| window_cache[&w.window].clone())
-                    .collect(),
+                window_vectors: read.iter().map(|t| window_cache[t].clone()).collect(),
                 windows: windows.iter().map(|w| w.window.clone()).collect(),
                 retrieval_scores,
                 relevant,

@@ -1,0 +1,196 @@
+//! All-in-one settings (see `deploy/casement.example.toml`, which lists every key with its
+//! default). Layered like the services': defaults, then the file, then
+//! `CASEMENT__<SECTION>__<KEY>` variables; unknown keys are rejected. The sections the
+//! services also have (`[events]`, `[pipeline]`, `[enrich]`, `[text]`, `[embedder]`,
+//! `[store]`, `[auth]`, `[limits]`, `[search]`, `[rerank]`, `[log]`) mean the same here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use casement_config::logging::LogConfig;
+use casement_events::DecodeConfig;
+use casement_indexer::IndexerConfig;
+use casement_indexer::config::{EnrichConfig, PipelineConfig};
+use casement_inference::EmbedderConfig;
+use casement_query::config::{AuthConfig, Limits, QueryConfig, RerankConfig, SearchConfig};
+use casement_store::StoreConfig;
+use casement_text::TextConfig;
+use serde::{Deserialize, Serialize};
+
+/// Environment variables override the file as `CASEMENT__<SECTION>__<KEY>`.
+pub const ENV_PREFIX: &str = "CASEMENT";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CasementConfig {
+    /// Everything the all-in-one keeps: the index (`index/`, unless `store.edge.path` is
+    /// set), the source positions (`sources.json`), the dead-letter file.
+    pub data_dir: PathBuf,
+    /// The HTTP API: search, documents, the webhook, `/metrics`, `/openapi.json`.
+    pub listen: SocketAddr,
+    pub sources: SourcesConfig,
+    pub events: DecodeConfig,
+    pub pipeline: PipelineConfig,
+    pub enrich: EnrichConfig,
+    pub text: TextConfig,
+    /// One embedding model for indexing and queries.
+    pub embedder: EmbedderConfig,
+    /// `store.edge.path` empty means `<data_dir>/index`.
+    pub store: StoreConfig,
+    pub auth: AuthConfig,
+    pub limits: Limits,
+    pub search: SearchConfig,
+    pub rerank: RerankConfig,
+    pub log: LogConfig,
+}
+
+impl Default for CasementConfig {
+    fn default() -> Self {
+        let mut store = StoreConfig::default();
+        store.edge.path = PathBuf::new();
+        Self {
+            data_dir: PathBuf::from("casement-data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            sources: SourcesConfig::default(),
+            events: DecodeConfig::default(),
+            pipeline: PipelineConfig::default(),
+            enrich: EnrichConfig::default(),
+            text: TextConfig::default(),
+            embedder: EmbedderConfig::default(),
+            store,
+            auth: AuthConfig::default(),
+            limits: Limits::default(),
+            search: SearchConfig::default(),
+            rerank: RerankConfig::default(),
+            log: LogConfig {
+                // Readable by default: our own progress and decisions, others' warnings.
+                filter: "warn,casement=info,casement_indexer=warn,casement_query=warn".into(),
+                ..LogConfig::default()
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct SourcesConfig {
+    pub replay: ReplayConfig,
+    pub watch: WatchConfig,
+    pub webhook: WebhookConfig,
+}
+
+/// Revision logs (JSONL, optionally `.gz`, or directories of them) replayed at start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplayConfig {
+    pub paths: Vec<PathBuf>,
+    /// Milliseconds between events (0: as fast as the pipeline takes them), to watch
+    /// live updates arrive.
+    pub pace_ms: u64,
+}
+
+/// Folders of Markdown, HTML and text files: saving a file is a new revision of the
+/// document `<doc_id_prefix><path relative to the folder, without extension>`; deleting it
+/// deletes the document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WatchConfig {
+    pub dirs: Vec<PathBuf>,
+    pub doc_id_prefix: String,
+    /// How often the folders are scanned for changes.
+    pub poll_ms: u64,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        Self {
+            dirs: Vec::new(),
+            doc_id_prefix: String::new(),
+            poll_ms: 500,
+        }
+    }
+}
+
+/// `POST /v1/events`: one event per request, in any format the Kafka indexer decodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub enabled: bool,
+    /// How long a request waits for its event to be written before answering 202
+    /// (accepted, still in the pipeline).
+    pub wait_ms: u64,
+    /// Rejected events, one JSON line each (original bytes, reason); empty means
+    /// `<data_dir>/dead-letters.jsonl`.
+    pub dead_letter_file: PathBuf,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            wait_ms: 10_000,
+            dead_letter_file: PathBuf::new(),
+        }
+    }
+}
+
+impl CasementConfig {
+    /// The store settings with the index path resolved.
+    pub fn store(&self) -> StoreConfig {
+        let mut store = self.store.clone();
+        if store.edge.path.as_os_str().is_empty() {
+            store.edge.path = self.data_dir.join("index");
+        }
+        store
+    }
+
+    pub fn dead_letter_file(&self) -> PathBuf {
+        let file = &self.sources.webhook.dead_letter_file;
+        if file.as_os_str().is_empty() {
+            self.data_dir.join("dead-letters.jsonl")
+        } else {
+            file.clone()
+        }
+    }
+
+    /// The indexer's view (its Kafka section unused).
+    pub fn indexer(&self) -> IndexerConfig {
+        IndexerConfig {
+            events: self.events.clone(),
+            pipeline: self.pipeline.clone(),
+            enrich: self.enrich.clone(),
+            embedder: self.embedder.clone(),
+            store: self.store(),
+            log: self.log.clone(),
+            text: self.text.clone(),
+            ..IndexerConfig::default()
+        }
+    }
+
+    /// The query service's view.
+    pub fn query(&self) -> QueryConfig {
+        QueryConfig {
+            listen: self.listen,
+            auth: self.auth.clone(),
+            limits: self.limits.clone(),
+            search: self.search.clone(),
+            rerank: self.rerank.clone(),
+            embedder: self.embedder.clone(),
+            store: self.store(),
+            log: self.log.clone(),
+        }
+    }
+}
+
+impl casement_config::Config for CasementConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.data_dir.as_os_str().is_empty() {
+            return Err("data_dir must not be empty".into());
+        }
+        if self.sources.watch.poll_ms == 0 {
+            return Err("sources.watch.poll_ms must be at least 1".into());
+        }
+        casement_config::Config::validate(&self.indexer())?;
+        casement_config::Config::validate(&self.query())
+    }
+}

@@ -1,0 +1,17 @@
+//! Casement all-in-one: the indexer's pipeline and the query service in one process on
+//! Qdrant Edge, fed by local sources instead of Kafka: a revision-log replay, watched
+//! folders and a webhook ([`sources`], [`webhook`]). Every stage is the services' own
+//! ([`engine`]); `casement run` serves ([`run`]), `casement backfill` indexes and exits
+//! ([`backfill`]).
+
+pub mod backfill;
+pub mod config;
+pub mod engine;
+pub mod metrics;
+pub mod progress;
+pub mod run;
+pub mod sample;
+pub mod sources;
+pub mod webhook;
+
+pub use config::CasementConfig;

@@ -1,0 +1,103 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use casement::config::{self, CasementConfig};
+use clap::{Parser, Subcommand};
+
+/// Casement all-in-one: indexes a wiki's changes and answers searches over them, in one
+/// process with an embedded index (no Kafka, no Qdrant server).
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// TOML config file (defaults, then this file, then CASEMENT__* variables).
+    #[arg(long, global = true, env = "CASEMENT_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where the index and the source positions live (overrides `data_dir`).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Index and serve: replay revision logs, then watch folders and take webhook events,
+    /// answering searches all along. With no source given, runs the bundled sample.
+    Run {
+        /// Revision log (JSONL, optionally .gz) or directory of logs to replay (repeatable).
+        #[arg(long)]
+        replay: Vec<PathBuf>,
+        /// Folder of Markdown, HTML or text files to watch (repeatable).
+        #[arg(long)]
+        watch: Vec<PathBuf>,
+        /// Milliseconds between replayed events (to watch live updates).
+        #[arg(long)]
+        pace_ms: Option<u64>,
+        /// Address of the HTTP API (overrides `listen`).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// Index revision logs and folders of documents, print a summary, and exit.
+    Backfill {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Load and validate the configuration, print it as TOML, and exit.
+    CheckConfig,
+}
+
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut config: CasementConfig =
+        casement_config::load(cli.config.as_deref(), config::ENV_PREFIX, std::env::vars())?;
+    if let Some(dir) = cli.data_dir {
+        config.data_dir = dir;
+    }
+    match cli.command {
+        Command::Run {
+            replay,
+            watch,
+            pace_ms,
+            listen,
+        } => {
+            config.sources.replay.paths.extend(replay);
+            config.sources.watch.dirs.extend(watch);
+            if let Some(pace) = pace_ms {
+                config.sources.replay.pace_ms = pace;
+            }
+            if let Some(listen) = listen {
+                config.listen = listen;
+            }
+            casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+            runtime()?.block_on(casement::run::run(config))
+        }
+        Command::Backfill { paths } => {
+            casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+            runtime()?.block_on(casement::backfill::backfill(config, paths))
+        }
+        Command::CheckConfig => {
+            print!(
+                "{}",
+                toml::to_string(&config).context("serialising config")?
+            );
+            Ok(())
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}

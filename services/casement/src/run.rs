@@ -1,0 +1,239 @@
+//! `casement run`: the pipeline and the query API in one process. Replays the configured
+//! revision logs (with a progress bar), then watches the configured folders and takes
+//! webhook events, and serves searches over the same index until SIGTERM or Ctrl-C.
+//! With no source configured it runs the bundled sample ([`crate::sample`]) and answers a
+//! sample question.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use casement_query::api::{SearchRequest, SearchResponse};
+use casement_query::service::{app, load_reranker};
+use tokio::sync::oneshot;
+
+use crate::config::CasementConfig;
+use crate::engine::Engine;
+use crate::sources::{Positions, replay, watch::Watcher};
+use crate::webhook::{self, Webhook};
+use crate::{progress, sample};
+
+pub async fn run(mut config: CasementConfig) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let sources = &config.sources;
+    let sample_mode = sources.replay.paths.is_empty() && sources.watch.dirs.is_empty();
+    if sample_mode {
+        sample::prepare(&mut config)?;
+    }
+    let inputs = replay::read(&config.sources.replay.paths)?;
+    let mut positions = Positions::load(&config.data_dir);
+    if positions.replay_inputs != inputs.identity {
+        positions = Positions {
+            replay_inputs: inputs.identity.clone(),
+            replay_next: 0,
+        };
+    }
+    let start = usize::try_from(positions.replay_next)
+        .unwrap_or(0)
+        .min(inputs.events.len());
+    eprintln!("loading the models and opening {}", config.data_dir.display());
+    let engine = Engine::start(config.clone(), positions).await?;
+    let query_config = config.query();
+    let reranker = load_reranker(&query_config).await?;
+    let query_metrics = casement_query::Metrics::with_registry(engine.registry.clone());
+    let query_app = app(
+        query_config,
+        engine.store.clone(),
+        engine.model.clone(),
+        reranker,
+        query_metrics,
+    );
+    let mut router = casement_query::router(query_app.clone());
+    if config.sources.webhook.enabled {
+        router = router.merge(webhook::router(Arc::new(Webhook {
+            feeder: engine.feeder.clone(),
+            waiters: engine.waiters.clone(),
+            dead_letters: engine.dead_letters.clone(),
+            auth: config.auth.clone(),
+            max_event_bytes: config.events.max_event_bytes,
+            wait: Duration::from_millis(config.sources.webhook.wait_ms),
+            metrics: engine.local_metrics.clone(),
+            indexer_metrics: engine.indexer_metrics.clone(),
+        })));
+    }
+    if config.auth.keys.is_empty() && !config.listen.ip().is_loopback() {
+        tracing::warn!(listen = %config.listen,
+            "no API keys configured ([auth] keys) and listening beyond localhost: anyone who can reach it can search and post events");
+    }
+    let listener = casement_query::service::bind(config.listen).await?;
+    let address = listener.local_addr()?;
+    let (stop_http, http_stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                let _ = http_stopped.await;
+            })
+            .await
+    });
+    println!("API listening on http://{address} (searches work while indexing)");
+
+    let total = (inputs.events.len() - start) as u64;
+    let replay_task = tokio::spawn(replay::run(
+        engine.feeder.clone(),
+        inputs.events,
+        start,
+        (config.sources.replay.pace_ms > 0)
+            .then(|| Duration::from_millis(config.sources.replay.pace_ms)),
+    ));
+    if total > 0 {
+        let label = format!("replaying {} revision log(s)", inputs.files.len());
+        tokio::select! {
+            () = progress::follow(&label, engine.replay_finished.clone(), 0, total) => {}
+            () = casement_indexer::service::stop_signal() => {
+                eprintln!("stopping during the replay; it resumes where it stopped");
+                replay_task.abort();
+                return shutdown(engine, stop_http, server, None).await;
+            }
+        }
+    } else if !inputs.files.is_empty() {
+        eprintln!("the replay finished in an earlier run; nothing to replay");
+    }
+    let watcher = if config.sources.watch.dirs.is_empty() {
+        None
+    } else {
+        let watcher = Watcher::new(
+            config.sources.watch.clone(),
+            &config.data_dir,
+            engine.feeder.clone(),
+        );
+        Some(tokio::spawn(watcher.run()))
+    };
+    banner(&config, &engine, address, started, sample_mode);
+    if sample_mode {
+        sample_answer(&query_app).await;
+    }
+    since_make_run();
+    casement_indexer::service::stop_signal().await;
+    eprintln!("stopping: finishing the events in hand");
+    replay_task.abort();
+    shutdown(engine, stop_http, server, watcher).await
+}
+
+async fn shutdown(
+    engine: Engine,
+    stop_http: oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    watcher: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+) -> anyhow::Result<()> {
+    let _ = stop_http.send(());
+    if let Some(watcher) = watcher {
+        watcher.abort();
+        let _ = watcher.await;
+    }
+    server.await?.context("HTTP server")?;
+    engine.stop().await?;
+    eprintln!("stopped; the index is kept");
+    Ok(())
+}
+
+fn banner(
+    config: &CasementConfig,
+    engine: &Engine,
+    address: std::net::SocketAddr,
+    started: Instant,
+    sample_mode: bool,
+) {
+    let t = &engine.tally;
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    println!();
+    println!(
+        "ready in {:.1} s: {} events applied, {} deleted, {} stale, {} rejected; {} sentences embedded",
+        started.elapsed().as_secs_f64(),
+        n(&t.applied),
+        n(&t.deleted),
+        n(&t.stale),
+        n(&t.dead_lettered),
+        n(&t.embedded),
+    );
+    println!("  search      curl -s http://{address}/v1/search -H 'content-type: application/json' -d '{{\"query\": \"...\"}}'");
+    println!("  OpenAPI     http://{address}/openapi.json");
+    println!("  metrics     http://{address}/metrics");
+    if config.sources.webhook.enabled {
+        println!("  webhook     POST http://{address}/v1/events (native, CloudEvents, Debezium, MediaWiki page_change)");
+    }
+    for dir in &config.sources.watch.dirs {
+        println!("  watching    {} (save a file to index its new revision)", dir.display());
+    }
+    println!("  index       {}", config.store().edge.path.display());
+    if sample_mode {
+        println!(
+            "  try         edit {}/_pages/how-we-work/changing-your-name.md and ask again",
+            sample::docs_dir(&config.data_dir).display()
+        );
+    }
+    println!("Ctrl-C stops; the index and the source positions are kept in {}.", config.data_dir.display());
+}
+
+/// `make run` sets `CASEMENT_STARTED_AT` (seconds since the epoch) before provisioning
+/// the models and building: the time to the first answer, all included.
+fn since_make_run() {
+    let Some(started) = std::env::var("CASEMENT_STARTED_AT")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    println!();
+    println!(
+        "first answer {} s after `make run` started (models, build and indexing included)",
+        now.saturating_sub(started)
+    );
+}
+
+/// Asks the sample question through the query service's own search path and prints the
+/// best window with its citation.
+async fn sample_answer<S: casement_store::Store + 'static>(app: &casement_query::App<S>) {
+    let request: SearchRequest = match serde_json::from_value(
+        serde_json::json!({"query": sample::QUESTION, "top_k": 1}),
+    ) {
+        Ok(request) => request,
+        Err(_) => return,
+    };
+    let valid = match request.validate(
+        &app.config.limits,
+        &app.config.search,
+        app.config.rerank.by_default,
+    ) {
+        Ok(valid) => valid,
+        Err(error) => {
+            eprintln!("sample question: {error}");
+            return;
+        }
+    };
+    match app.searcher.search(valid).await {
+        Ok(SearchResponse { windows, .. }) => {
+            println!();
+            println!("Q: {}", sample::QUESTION);
+            match windows.first() {
+                Some(w) => {
+                    let text: String = w.text.split_whitespace().collect::<Vec<_>>().join(" ");
+                    println!("A: {text}");
+                    println!(
+                        "   — {} › {} (doc {}, revision {}, characters {}..{})",
+                        w.title,
+                        w.section_path.join(" › "),
+                        w.doc_id,
+                        w.revision,
+                        w.char_start,
+                        w.char_end
+                    );
+                }
+                None => println!("A: (nothing indexed yet)"),
+            }
+        }
+        Err(error) => eprintln!("sample question failed: {error}"),
+    }
+}

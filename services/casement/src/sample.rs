@@ -1,0 +1,83 @@
+//! The bundled sample (`sample/18f-handbook`: six public-domain pages of the 18F Handbook
+//! with their real edit history), used by `casement run` when no source is configured:
+//! its history is replayed, then the latest version of each page is checked out as a
+//! Markdown file under `<data_dir>/docs/` and watched, so editing a file is the next
+//! revision of the same document.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use casement_indexer::revision_log::LogEvent;
+
+use crate::config::CasementConfig;
+
+pub const REVISIONS: &str = include_str!("../../../sample/18f-handbook/revisions.jsonl");
+pub const LICENSE: &str = include_str!("../../../sample/18f-handbook/README.md");
+/// Document ids of the sample start with this; the checked-out files drop it.
+pub const PREFIX: &str = "18f-handbook:";
+/// Asked once the sample is indexed; `casement-data/docs/…/changing-your-name.md` answers.
+pub const QUESTION: &str = "How do I get my name changed in GSA systems?";
+
+/// The sample's paths under `data_dir`.
+pub fn log_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("sample").join("revisions.jsonl")
+}
+
+pub fn docs_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("docs")
+}
+
+/// Writes the sample log (once) and checks out its pages (once: later edits are the
+/// user's), and points the config's sources at them.
+pub fn prepare(config: &mut CasementConfig) -> anyhow::Result<()> {
+    let data_dir = config.data_dir.clone();
+    let log = log_path(&data_dir);
+    if !log.exists() {
+        let dir = log.parent().unwrap_or(&data_dir);
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(&log, REVISIONS).with_context(|| format!("writing {}", log.display()))?;
+        std::fs::write(dir.join("README.md"), LICENSE)?;
+    }
+    let docs = docs_dir(&data_dir);
+    if !docs.exists() {
+        for (doc_id, content) in latest_pages()? {
+            let relative = doc_id.strip_prefix(PREFIX).unwrap_or(&doc_id);
+            let path = docs.join(format!("{relative}.md"));
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&path, content).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    config.sources.replay.paths = vec![log];
+    config.sources.watch.dirs = vec![docs];
+    config.sources.watch.doc_id_prefix = PREFIX.to_owned();
+    Ok(())
+}
+
+/// The last content of every page the history does not end by deleting.
+fn latest_pages() -> anyhow::Result<BTreeMap<String, String>> {
+    let mut pages = BTreeMap::new();
+    for line in REVISIONS.lines().filter(|l| !l.trim().is_empty()) {
+        let event: LogEvent = serde_json::from_str(line).context("the bundled sample")?;
+        if event.is_delete() {
+            pages.remove(&event.doc_id);
+        } else {
+            pages.insert(event.doc_id, event.content);
+        }
+    }
+    Ok(pages)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_sample_checks_out_its_live_pages() {
+        let pages = super::latest_pages().expect("sample");
+        assert_eq!(pages.len(), 4, "six pages, two deleted by their history");
+        assert!(pages.keys().all(|id| id.starts_with(super::PREFIX)));
+        assert!(pages.values().any(|c| c.contains("preferred name")));
+    }
+}

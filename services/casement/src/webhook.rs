@@ -1,0 +1,224 @@
+//! `POST /v1/events`: one change event per request, in any format the Kafka indexer
+//! decodes (native, CloudEvents, Debezium, MediaWiki `page_change`; detected unless
+//! `events.format` says). The event goes through the same pipeline as every other source
+//! (decode, fence, dead letters, metrics); the request waits for its outcome:
+//!
+//! | outcome | status | body |
+//! |---|---|---|
+//! | applied, deleted | 200 | `status`, `doc_id`, `revision`, sentence decisions |
+//! | stale (not newer than the indexed revision) | 200 | `status: "stale"` and why |
+//! | rejected (dead-lettered) | 400 not JSON or UTF-8, 413 too large, 422 otherwise | `status: "rejected"`, `error.code` (the reason), `error.message` |
+//! | still in the pipeline after `sources.webhook.wait_ms` | 202 | `status: "accepted"` |
+//!
+//! Rejected events are appended to the dead-letter file, bodies over the size limit too
+//! (without their bytes).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use casement_indexer::pipeline::{Finish, Finished};
+use casement_indexer::source::{DeadLetter, SourceMessage};
+use casement_query::config::AuthConfig;
+use casement_query::error::ApiError;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::metrics::LocalMetrics;
+use crate::sources::dead_letters::DeadLetterFile;
+use crate::sources::{Feeder, WEBHOOK, now_ms};
+
+/// Outcomes of webhook events, by offset, for the requests waiting on them.
+#[derive(Debug, Default)]
+pub struct Waiters(Mutex<HashMap<i64, oneshot::Sender<Finished>>>);
+
+impl Waiters {
+    fn register(&self, offset: i64) -> oneshot::Receiver<Finished> {
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(offset, tx);
+        rx
+    }
+
+    /// Hands a finished webhook event to its request (gone if the request timed out).
+    pub fn finish(&self, finished: Finished) {
+        if let Some(tx) = self.lock().remove(&finished.offset) {
+            let _ = tx.send(finished);
+        }
+    }
+
+    fn forget(&self, offset: i64) {
+        self.lock().remove(&offset);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, oneshot::Sender<Finished>>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[derive(Debug)]
+pub struct Webhook {
+    pub feeder: Feeder,
+    pub waiters: Arc<Waiters>,
+    pub dead_letters: Arc<DeadLetterFile>,
+    pub auth: AuthConfig,
+    pub max_event_bytes: usize,
+    pub wait: Duration,
+    pub metrics: LocalMetrics,
+    /// Counts an oversize body as a dead letter, like one the pipeline rejects.
+    pub indexer_metrics: casement_indexer::metrics::Metrics,
+}
+
+pub fn router(webhook: Arc<Webhook>) -> Router {
+    // One byte over the limit is enough to know the body is too large.
+    let limit = webhook.max_event_bytes + 1;
+    Router::new()
+        .route("/v1/events", post(receive))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(webhook)
+}
+
+async fn receive(
+    State(hook): State<Arc<Webhook>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let response = handle(&hook, &headers, body).await;
+    hook.metrics
+        .webhook_requests
+        .with_label_values(&[response.status().as_str()])
+        .inc();
+    response
+}
+
+async fn handle(
+    hook: &Webhook,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match hook.auth.principal(headers) {
+        Err(error) => return error.into_response(),
+        Ok(principal) if principal.tenant.is_some() => {
+            return ApiError::Forbidden(
+                "this API key is bound to a tenant; posting events needs a key without one".into(),
+            )
+            .into_response();
+        }
+        Ok(_) => {}
+    }
+    let body = match body {
+        Ok(body) if body.len() > hook.max_event_bytes => return too_large(hook, body.len()).await,
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return too_large(hook, hook.max_event_bytes + 1).await;
+        }
+        Err(rejection) => return ApiError::Malformed(rejection.body_text()).into_response(),
+    };
+    let waiters = hook.waiters.clone();
+    let mut receiver = None;
+    let sent = hook
+        .feeder
+        .send_with(WEBHOOK, None, Some(body.to_vec()), |offset| {
+            receiver = Some(waiters.register(offset));
+        })
+        .await;
+    let offset = match sent {
+        Ok(offset) => offset,
+        Err(error) => return ApiError::Unavailable(format!("{error:#}")).into_response(),
+    };
+    let Some(receiver) = receiver else {
+        return ApiError::Unavailable("the event was not registered".into()).into_response();
+    };
+    match tokio::time::timeout(hook.wait, receiver).await {
+        Ok(Ok(finished)) => outcome(&finished, hook),
+        Ok(Err(_)) => ApiError::Unavailable("the pipeline stopped".into()).into_response(),
+        Err(_) => {
+            hook.waiters.forget(offset);
+            (
+                StatusCode::ACCEPTED,
+                Json(json!({"status": "accepted",
+                    "message": format!("event {offset} is still in the pipeline after {} ms; it will be applied", hook.wait.as_millis())})),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// A body over the limit: recorded in the dead-letter file (without its bytes), then 413.
+async fn too_large(hook: &Webhook, size: usize) -> Response {
+    let detail = format!(
+        "the event is over events.max_event_bytes = {} bytes",
+        hook.max_event_bytes
+    );
+    let letter = DeadLetter {
+        message: SourceMessage {
+            topic: "webhook".into(),
+            partition: WEBHOOK,
+            offset: -1,
+            key: None,
+            payload: None,
+            timestamp_ms: Some(now_ms()),
+        },
+        reason: "too_large",
+        detail: detail.clone(),
+    };
+    if let Err(error) = hook.dead_letters.append(&letter, Some(size)).await {
+        tracing::warn!(%error, "cannot record an oversize webhook body");
+    }
+    hook.indexer_metrics
+        .dead_letters
+        .with_label_values(&["too_large"])
+        .inc();
+    rejected(StatusCode::PAYLOAD_TOO_LARGE, "too_large", &detail, hook)
+}
+
+fn rejected(status: StatusCode, code: &str, message: &str, hook: &Webhook) -> Response {
+    let body = json!({
+        "status": "rejected",
+        "error": {"code": code, "message": message},
+        "dead_letter_file": hook.dead_letters.path().display().to_string(),
+    });
+    (status, Json(body)).into_response()
+}
+
+fn outcome(finished: &Finished, hook: &Webhook) -> Response {
+    let (doc_id, revision) = finished
+        .document
+        .clone()
+        .map_or((None, None), |(d, r)| (Some(d), r));
+    let mut body = json!({"doc_id": doc_id, "revision": revision});
+    match finished.finish {
+        Finish::Applied(d) | Finish::Deleted(d) => {
+            body["status"] = finished.finish.label().into();
+            body["sentences"] = json!({
+                "embedded": d.embedded,
+                "reused": d.cache_hits,
+                "payload_updated": d.payload_updated,
+                "deleted": d.deleted,
+                "unchanged": d.unchanged,
+            });
+        }
+        Finish::Stale => {
+            body["status"] = "stale".into();
+            body["message"] = Value::from(
+                "not newer than the indexed revision (or the document's deletion): nothing changed",
+            );
+        }
+        Finish::DeadLettered(reason) => {
+            let status = match reason {
+                "not_json" | "not_utf8" => StatusCode::BAD_REQUEST,
+                "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+                _ => StatusCode::UNPROCESSABLE_ENTITY,
+            };
+            let message = finished.detail.clone().unwrap_or_default();
+            return rejected(status, reason, &message, hook);
+        }
+    }
+    (StatusCode::OK, Json(body)).into_response()
+}

@@ -1,0 +1,105 @@
+//! The all-in-one binary: help, configuration defaults and errors, backfill.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use casement::CasementConfig;
+
+fn casement() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_casement"));
+    command.env_remove("CASEMENT_CONFIG");
+    command
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let output = casement().arg("--help").output().expect("runs");
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for command in ["run", "backfill", "check-config"] {
+        assert!(help.contains(command), "{help}");
+    }
+}
+
+#[test]
+fn the_example_config_is_the_defaults() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/casement.example.toml");
+    let example: CasementConfig =
+        casement_config::load(Some(&path), "UNUSED", []).expect("example loads");
+    assert_eq!(example, CasementConfig::default());
+}
+
+#[test]
+fn run_fails_at_start_on_bad_config() {
+    let dir = tempfile::tempdir().unwrap();
+    for (key, value, message) in [
+        ("CASEMENT__SOURCES__WATCH__POLL_MS", "0", "sources.watch.poll_ms"),
+        ("CASEMENT__SOURCES__NO_SUCH_SOURCE", "1", "no_such_source"),
+        ("CASEMENT__LIMITS__MAX_TOP_K", "0", "limits.max_top_k = 0"),
+        ("CASEMENT__LISTEN", "not-an-address", "invalid socket address"),
+    ] {
+        let output = casement()
+            .env(key, value)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("run")
+            .output()
+            .expect("runs");
+        assert!(!output.status.success(), "{key}={value}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(message), "{key}={value}: {stderr}");
+    }
+    let output = casement()
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["run", "--replay", "/no/such/log.jsonl"])
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("/no/such/log.jsonl"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `backfill` indexes a folder of documents and a revision log and prints the summary; a
+/// document file alone is refused with the reason.
+#[test]
+fn backfill_indexes_and_summarises() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(docs.join("a.md"), "# A\n\nFirst page. It has two sentences.\n").unwrap();
+    std::fs::write(docs.join("b.txt"), "Second page, plain text.\n").unwrap();
+    std::fs::write(docs.join("ignored.png"), [0u8, 1, 2]).unwrap();
+    let log = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../sample/18f-handbook/revisions.jsonl");
+    let output = casement()
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("backfill")
+        .arg(&docs)
+        .arg(&log)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    // 56 revisions of the sample + 2 documents; the sample ends with 4 live pages.
+    assert!(stdout.contains("backfill: 58 events"), "{stdout}");
+    assert!(stdout.contains("index: 6 documents"), "{stdout}");
+    assert!(stdout.contains("sentences/s"), "{stdout}");
+
+    let output = casement()
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("backfill")
+        .arg(dir.path().join("docs/a.md"))
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("must be a revision log"));
+}

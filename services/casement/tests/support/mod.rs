@@ -1,0 +1,209 @@
+//! The `casement` binary as a child process on a temporary directory, and an HTTP client.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub fn data(path: &str) -> PathBuf {
+    std::env::var_os("CASEMENT_SHARED_DATA")
+        .map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+            PathBuf::from,
+        )
+        .join(path)
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A running `casement run`; its stdout lines arrive on `lines`, its stderr goes to a file
+/// printed when a wait fails.
+pub struct Casement {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    pub stdout: Vec<String>,
+    stderr: PathBuf,
+    pub base: String,
+}
+
+impl Casement {
+    pub fn start(dir: &Path, config: &Path, args: &[&str]) -> Self {
+        let port = free_port();
+        let stderr = dir.join(format!("stderr-{port}.log"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_casement"))
+            .arg("--config")
+            .arg(config)
+            .arg("run")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .args(args)
+            .env("CASEMENT__LOG__FILTER", "warn,casement=info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("start casement");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            stdout: Vec::new(),
+            stderr,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Waits for a stdout line containing `needle`.
+    pub fn wait_for_line(&mut self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stdout.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "no line with {needle:?} within {timeout:?}; stdout so far:\n{}\nstderr:\n{}",
+                    self.stdout.join("\n"),
+                    self.stderr_text()
+                ),
+            }
+        }
+    }
+
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the exit status (must be success).
+    pub fn stop(mut self) -> String {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "exit {status}; stderr:\n{}", self.stderr_text());
+                return self.stderr_text();
+            }
+            assert!(Instant::now() < deadline, "did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Casement {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    pub fn new(base: &str) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            base: base.to_owned(),
+        }
+    }
+
+    pub async fn post_raw(&self, path: &str, body: Vec<u8>) -> (u16, Value) {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub async fn event(&self, event: &Value) -> (u16, Value) {
+        self.post_raw("/v1/events", serde_json::to_vec(event).unwrap())
+            .await
+    }
+
+    /// Windows of a search (top 5), optionally within some documents.
+    pub async fn search(&self, query: &str, doc_ids: &[&str]) -> Vec<Value> {
+        let (status, body) = self
+            .post_raw(
+                "/v1/search",
+                serde_json::to_vec(&json!({"query": query, "top_k": 5, "doc_ids": doc_ids}))
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        body["windows"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("request");
+        (
+            response.status().as_u16(),
+            response.text().await.expect("body"),
+        )
+    }
+}
+
+/// Whitespace runs collapsed, for comparing source lines with window text.
+pub fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Some window's text contains `needle` (whitespace-insensitive).
+pub fn contains(windows: &[Value], needle: &str) -> bool {
+    let needle = squash(needle);
+    windows
+        .iter()
+        .any(|w| squash(w["text"].as_str().unwrap_or("")).contains(&needle))
+}
+
+/// Polls `check` every 200 ms until it holds or `timeout` passes.
+pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "not within {timeout:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
