@@ -59,7 +59,7 @@ bench-pipeline: models
 
 ## The query service's release binary over >= 100k indexed sentences of real text, loaded
 ## over HTTP at concurrency 1 and 8, with and without rerank (needs ../shared/data); builds
-## the index once (a few minutes) and writes target/bench/query.json.
+## the index once (about 7 minutes on 2 cores) and writes target/bench/query.json.
 bench-query: models
 	$(CARGO) bench --locked -p casement-query --bench query
 

@@ -190,6 +190,13 @@ impl casement_config::Config for CasementConfig {
         if self.sources.watch.poll_ms == 0 {
             return Err("sources.watch.poll_ms must be at least 1".into());
         }
+        if self.search.indexed_window_radius != self.text.window_radius {
+            return Err(format!(
+                "search.indexed_window_radius ({}) must equal text.window_radius ({}): \
+                 the windows are indexed with the latter",
+                self.search.indexed_window_radius, self.text.window_radius
+            ));
+        }
         casement_config::Config::validate(&self.indexer())?;
         casement_config::Config::validate(&self.query())
     }

@@ -38,6 +38,7 @@ fn run_fails_at_start_on_bad_config() {
         ("CASEMENT__SOURCES__WATCH__POLL_MS", "0", "sources.watch.poll_ms"),
         ("CASEMENT__SOURCES__NO_SUCH_SOURCE", "1", "no_such_source"),
         ("CASEMENT__LIMITS__MAX_TOP_K", "0", "limits.max_top_k = 0"),
+        ("CASEMENT__TEXT__WINDOW_RADIUS", "2", "must equal text.window_radius"),
         ("CASEMENT__LISTEN", "not-an-address", "invalid socket address"),
     ] {
         let output = casement()

@@ -3,8 +3,8 @@
 //! `c` connections sends its next request when the previous answer arrives; SQuAD
 //! questions in rotation, `top_k` 10). Requests/s and p50/p95/p99 at concurrency 1 and 8,
 //! without and with rerank (the default reranker over the 10 best merged windows).
-//! Writes `target/bench/query.json`. The index is built once (real embeddings, a few
-//! minutes) and kept in `target/bench/query-index`; `BENCH_QUERY_INDEX_ONLY=1` stops there.
+//! Writes `target/bench/query.json`. The index is built once (real embeddings, about
+//! 7 minutes on 2 cores) and kept in `target/bench/query-index`; `BENCH_QUERY_INDEX_ONLY=1` stops there.
 
 mod corpus;
 
