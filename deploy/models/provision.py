@@ -199,7 +199,8 @@ def main():
     def build_int8(out):
         python = venv_python()
         script = (
-            "import sys\n"
+            "import logging, sys\n"
+            "logging.getLogger().setLevel(logging.ERROR)  # not its advice on pre-processing\n"
             "from onnxruntime.quantization import quantize_dynamic, QuantType\n"
             "quantize_dynamic(sys.argv[1], sys.argv[2], per_channel=True, weight_type=QuantType.QInt8)\n"
         )

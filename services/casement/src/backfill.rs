@@ -38,7 +38,10 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
         replay_inputs: inputs.identity.clone(),
         replay_next: 0,
     };
-    eprintln!("loading the models and opening {}", config.data_dir.display());
+    eprintln!(
+        "loading the models and opening {}",
+        config.data_dir.display()
+    );
     let engine = Engine::start(config.clone(), positions).await?;
     let total = inputs.events.len() as u64;
     let replay_task = tokio::spawn(replay::run(engine.feeder.clone(), inputs.events, 0, None));
@@ -53,14 +56,21 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
         watch.dirs = folders;
         let mut watcher = Watcher::new(watch, &config.data_dir, engine.feeder.clone());
         documents = watcher.poll().await? as u64;
-        progress::follow("indexing documents", engine.all_finished.clone(), total, documents)
-            .await;
+        progress::follow(
+            "indexing documents",
+            engine.all_finished.clone(),
+            total,
+            documents,
+        )
+        .await;
     }
     let stats = casement_store::Store::stats(&engine.store).await?;
     let t = &engine.tally;
     let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let seconds = started.elapsed().as_secs_f64();
-    let sentences = stats.points.saturating_sub(stats.documents + stats.tombstones);
+    let sentences = stats
+        .points
+        .saturating_sub(stats.documents + stats.tombstones);
     println!(
         "backfill: {} events ({} applied, {} deleted, {} stale, {} rejected, see {}) in {seconds:.1} s",
         total + documents,

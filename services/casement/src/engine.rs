@@ -44,8 +44,10 @@ impl Tally {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         if let Finish::Applied(d) | Finish::Deleted(d) = finish {
-            self.embedded.fetch_add(d.embedded as u64, Ordering::Relaxed);
-            self.reused.fetch_add(d.cache_hits as u64, Ordering::Relaxed);
+            self.embedded
+                .fetch_add(d.embedded as u64, Ordering::Relaxed);
+            self.reused
+                .fetch_add(d.cache_hits as u64, Ordering::Relaxed);
         }
     }
 }
@@ -92,8 +94,12 @@ impl Engine {
         let store = AnyStore::open(&indexer_config.store, model.dimension())
             .await
             .context("opening the index ([store])")?;
-        let processor =
-            processor_over(&indexer_config, &indexer_metrics, model.clone(), store.clone())?;
+        let processor = processor_over(
+            &indexer_config,
+            &indexer_metrics,
+            model.clone(),
+            store.clone(),
+        )?;
         spawn_store_probe(
             store.clone(),
             indexer_metrics.clone(),
@@ -188,7 +194,10 @@ async fn dispatch(
                 replay.send_modify(|n| *n += 1);
             }
             WATCH | WEBHOOK => {
-                log_live(&event);
+                // A stale watch event is the start-up resend of a known file: not news.
+                if !(event.partition == WATCH && matches!(event.finish, Finish::Stale)) {
+                    log_live(&event);
+                }
                 if event.partition == WEBHOOK {
                     waiters.finish(event);
                 }
@@ -205,7 +214,11 @@ fn log_live(event: &Finished) {
     match event.finish {
         Finish::Applied(d) => tracing::info!(
             "{source}: indexed {doc_id} revision {revision}: {} sentences embedded, {} reused, {} moved, {} deleted, {} unchanged",
-            d.embedded, d.cache_hits, d.payload_updated, d.deleted, d.unchanged
+            d.embedded,
+            d.cache_hits,
+            d.payload_updated,
+            d.deleted,
+            d.unchanged
         ),
         Finish::Deleted(_) => tracing::info!("{source}: deleted {doc_id} (revision {revision})"),
         Finish::Stale => tracing::info!(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use casement_query::api::{SearchRequest, SearchResponse};
-use casement_query::service::{app, load_reranker};
+use casement_query::service::{app_with_openapi, load_reranker};
 use tokio::sync::oneshot;
 
 use crate::config::CasementConfig;
@@ -36,17 +36,22 @@ pub async fn run(mut config: CasementConfig) -> anyhow::Result<()> {
     let start = usize::try_from(positions.replay_next)
         .unwrap_or(0)
         .min(inputs.events.len());
-    eprintln!("loading the models and opening {}", config.data_dir.display());
+    eprintln!(
+        "loading the models and opening {}",
+        config.data_dir.display()
+    );
     let engine = Engine::start(config.clone(), positions).await?;
     let query_config = config.query();
     let reranker = load_reranker(&query_config).await?;
     let query_metrics = casement_query::Metrics::with_registry(engine.registry.clone());
-    let query_app = app(
+    let openapi = webhook::openapi(&query_config, config.sources.webhook.enabled);
+    let query_app = app_with_openapi(
         query_config,
         engine.store.clone(),
         engine.model.clone(),
         reranker,
         query_metrics,
+        openapi,
     );
     let mut router = casement_query::router(query_app.clone());
     if config.sources.webhook.enabled {
@@ -155,14 +160,22 @@ fn banner(
         n(&t.dead_lettered),
         n(&t.embedded),
     );
-    println!("  search      curl -s http://{address}/v1/search -H 'content-type: application/json' -d '{{\"query\": \"...\"}}'");
+    let query = if sample_mode { sample::QUESTION } else { "..." };
+    println!(
+        "  search      curl -s http://{address}/v1/search -H 'content-type: application/json' -d '{{\"query\": \"{query}\"}}'"
+    );
     println!("  OpenAPI     http://{address}/openapi.json");
     println!("  metrics     http://{address}/metrics");
     if config.sources.webhook.enabled {
-        println!("  webhook     POST http://{address}/v1/events (native, CloudEvents, Debezium, MediaWiki page_change)");
+        println!(
+            "  webhook     POST http://{address}/v1/events (native, CloudEvents, Debezium, MediaWiki page_change)"
+        );
     }
     for dir in &config.sources.watch.dirs {
-        println!("  watching    {} (save a file to index its new revision)", dir.display());
+        println!(
+            "  watching    {} (save a file to index its new revision)",
+            dir.display()
+        );
     }
     println!("  index       {}", config.store().edge.path.display());
     if sample_mode {
@@ -171,7 +184,10 @@ fn banner(
             sample::docs_dir(&config.data_dir).display()
         );
     }
-    println!("Ctrl-C stops; the index and the source positions are kept in {}.", config.data_dir.display());
+    println!(
+        "Ctrl-C stops; the index and the source positions are kept in {}.",
+        config.data_dir.display()
+    );
 }
 
 /// `make run` sets `CASEMENT_STARTED_AT` (seconds since the epoch) before provisioning
@@ -196,12 +212,11 @@ fn since_make_run() {
 /// Asks the sample question through the query service's own search path and prints the
 /// best window with its citation.
 async fn sample_answer<S: casement_store::Store + 'static>(app: &casement_query::App<S>) {
-    let request: SearchRequest = match serde_json::from_value(
-        serde_json::json!({"query": sample::QUESTION, "top_k": 1}),
-    ) {
-        Ok(request) => request,
-        Err(_) => return,
-    };
+    let request: SearchRequest =
+        match serde_json::from_value(serde_json::json!({"query": sample::QUESTION, "top_k": 1})) {
+            Ok(request) => request,
+            Err(_) => return,
+        };
     let valid = match request.validate(
         &app.config.limits,
         &app.config.search,
@@ -221,14 +236,13 @@ async fn sample_answer<S: casement_store::Store + 'static>(app: &casement_query:
                 Some(w) => {
                     let text: String = w.text.split_whitespace().collect::<Vec<_>>().join(" ");
                     println!("A: {text}");
+                    let place = std::iter::once(w.title.as_str())
+                        .chain(w.section_path.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" › ");
                     println!(
-                        "   — {} › {} (doc {}, revision {}, characters {}..{})",
-                        w.title,
-                        w.section_path.join(" › "),
-                        w.doc_id,
-                        w.revision,
-                        w.char_start,
-                        w.char_end
+                        "   — {place} (doc {}, revision {}, characters {}..{})",
+                        w.doc_id, w.revision, w.char_start, w.char_end
                     );
                 }
                 None => println!("A: (nothing indexed yet)"),

@@ -16,8 +16,9 @@ pub const REVISIONS: &str = include_str!("../../../sample/18f-handbook/revisions
 pub const LICENSE: &str = include_str!("../../../sample/18f-handbook/README.md");
 /// Document ids of the sample start with this; the checked-out files drop it.
 pub const PREFIX: &str = "18f-handbook:";
-/// Asked once the sample is indexed; `casement-data/docs/…/changing-your-name.md` answers.
-pub const QUESTION: &str = "How do I get my name changed in GSA systems?";
+/// Asked once the sample is indexed; `casement-data/docs/…/changing-your-name.md` answers
+/// ("Wait up to 5 business days…": the README's tour edits that sentence).
+pub const QUESTION: &str = "How long does a name change take in GSA systems?";
 
 /// The sample's paths under `data_dir`.
 pub fn log_path(data_dir: &Path) -> PathBuf {
@@ -35,21 +36,25 @@ pub fn prepare(config: &mut CasementConfig) -> anyhow::Result<()> {
     let log = log_path(&data_dir);
     if !log.exists() {
         let dir = log.parent().unwrap_or(&data_dir);
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         std::fs::write(&log, REVISIONS).with_context(|| format!("writing {}", log.display()))?;
         std::fs::write(dir.join("README.md"), LICENSE)?;
     }
     let docs = docs_dir(&data_dir);
     if !docs.exists() {
-        for (doc_id, content) in latest_pages()? {
+        let mut checked_out = Vec::new();
+        for (doc_id, (revision, content)) in latest_pages()? {
             let relative = doc_id.strip_prefix(PREFIX).unwrap_or(&doc_id);
             let path = docs.join(format!("{relative}.md"));
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)?;
             }
-            std::fs::write(&path, content).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(&path, content)
+                .with_context(|| format!("writing {}", path.display()))?;
+            checked_out.push((doc_id, path, revision));
         }
+        // The replay indexes these revisions; the watcher starts from them.
+        crate::sources::watch::adopt(&data_dir, &checked_out)?;
     }
     config.sources.replay.paths = vec![log];
     config.sources.watch.dirs = vec![docs];
@@ -57,15 +62,15 @@ pub fn prepare(config: &mut CasementConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The last content of every page the history does not end by deleting.
-fn latest_pages() -> anyhow::Result<BTreeMap<String, String>> {
+/// The last revision and content of every page the history does not end by deleting.
+fn latest_pages() -> anyhow::Result<BTreeMap<String, (u64, String)>> {
     let mut pages = BTreeMap::new();
     for line in REVISIONS.lines().filter(|l| !l.trim().is_empty()) {
         let event: LogEvent = serde_json::from_str(line).context("the bundled sample")?;
         if event.is_delete() {
             pages.remove(&event.doc_id);
         } else {
-            pages.insert(event.doc_id, event.content);
+            pages.insert(event.doc_id, (event.revision, event.content));
         }
     }
     Ok(pages)
@@ -78,6 +83,6 @@ mod tests {
         let pages = super::latest_pages().expect("sample");
         assert_eq!(pages.len(), 4, "six pages, two deleted by their history");
         assert!(pages.keys().all(|id| id.starts_with(super::PREFIX)));
-        assert!(pages.values().any(|c| c.contains("preferred name")));
+        assert!(pages.values().any(|(_, c)| c.contains("business days")));
     }
 }

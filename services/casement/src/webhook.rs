@@ -35,6 +35,35 @@ use crate::metrics::LocalMetrics;
 use crate::sources::dead_letters::DeadLetterFile;
 use crate::sources::{Feeder, WEBHOOK, now_ms};
 
+/// The paths and schemas `/v1/events` adds to the query service's OpenAPI document.
+const OPENAPI_EVENTS: &str = include_str!("../openapi-events.json");
+
+/// The query service's OpenAPI document (with the configured limits) plus the webhook.
+pub fn openapi(config: &casement_query::QueryConfig, webhook: bool) -> String {
+    let query = casement_query::http::openapi(config);
+    let (Ok(mut doc), Ok(events)) = (
+        serde_json::from_str::<Value>(&query),
+        serde_json::from_str::<Value>(OPENAPI_EVENTS),
+    ) else {
+        return query;
+    };
+    doc["info"]["title"] = "Casement all-in-one API".into();
+    if webhook {
+        if let (Some(paths), Some(extra)) =
+            (doc["paths"].as_object_mut(), events["paths"].as_object())
+        {
+            paths.extend(extra.clone());
+        }
+        if let (Some(schemas), Some(extra)) = (
+            doc["components"]["schemas"].as_object_mut(),
+            events["schemas"].as_object(),
+        ) {
+            schemas.extend(extra.clone());
+        }
+    }
+    serde_json::to_string_pretty(&doc).unwrap_or(query)
+}
+
 /// Outcomes of webhook events, by offset, for the requests waiting on them.
 #[derive(Debug, Default)]
 pub struct Waiters(Mutex<HashMap<i64, oneshot::Sender<Finished>>>);
@@ -58,7 +87,9 @@ impl Waiters {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, oneshot::Sender<Finished>>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -35,11 +35,23 @@ fn the_example_config_is_the_defaults() {
 fn run_fails_at_start_on_bad_config() {
     let dir = tempfile::tempdir().unwrap();
     for (key, value, message) in [
-        ("CASEMENT__SOURCES__WATCH__POLL_MS", "0", "sources.watch.poll_ms"),
+        (
+            "CASEMENT__SOURCES__WATCH__POLL_MS",
+            "0",
+            "sources.watch.poll_ms",
+        ),
         ("CASEMENT__SOURCES__NO_SUCH_SOURCE", "1", "no_such_source"),
         ("CASEMENT__LIMITS__MAX_TOP_K", "0", "limits.max_top_k = 0"),
-        ("CASEMENT__TEXT__WINDOW_RADIUS", "2", "must equal text.window_radius"),
-        ("CASEMENT__LISTEN", "not-an-address", "invalid socket address"),
+        (
+            "CASEMENT__TEXT__WINDOW_RADIUS",
+            "2",
+            "must equal text.window_radius",
+        ),
+        (
+            "CASEMENT__LISTEN",
+            "not-an-address",
+            "invalid socket address",
+        ),
     ] {
         let output = casement()
             .env(key, value)
@@ -73,7 +85,11 @@ fn backfill_indexes_and_summarises() {
     let dir = tempfile::tempdir().unwrap();
     let docs = dir.path().join("docs");
     std::fs::create_dir_all(&docs).unwrap();
-    std::fs::write(docs.join("a.md"), "# A\n\nFirst page. It has two sentences.\n").unwrap();
+    std::fs::write(
+        docs.join("a.md"),
+        "# A\n\nFirst page. It has two sentences.\n",
+    )
+    .unwrap();
     std::fs::write(docs.join("b.txt"), "Second page, plain text.\n").unwrap();
     std::fs::write(docs.join("ignored.png"), [0u8, 1, 2]).unwrap();
     let log = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -41,7 +41,10 @@ fn changed_document(log: &Path) -> (String, u64, String, String) {
         }
     }
     for (id, (first, last)) in docs {
-        let (old, new) = (first["content"].as_str().unwrap(), last["content"].as_str().unwrap());
+        let (old, new) = (
+            first["content"].as_str().unwrap(),
+            last["content"].as_str().unwrap(),
+        );
         let only_in = |a: &str, b: &str| {
             a.lines()
                 .filter(|l| prose(l))
@@ -118,16 +121,29 @@ doc_id_prefix = "kb:"
     // The replay: the final revision answers, the first revision's text is gone.
     let (doc, revision, old, new) = changed_document(&log);
     let windows = client.search(&new, &[&doc]).await;
-    assert!(contains(&windows, &new), "{doc} r{revision}: {new:?} not in {windows:#?}");
+    assert!(
+        contains(&windows, &new),
+        "{doc} r{revision}: {new:?} not in {windows:#?}"
+    );
     assert_eq!(windows[0]["revision"], revision);
     let windows = client.search(&old, &[&doc]).await;
-    assert!(!contains(&windows, &old), "{doc}: old text {old:?} still answered");
+    assert!(
+        !contains(&windows, &old),
+        "{doc}: old text {old:?} still answered"
+    );
 
     // The watched folder: indexed, then an edit replaces the answer.
     let pantry_id = "kb:office/pantry";
-    eventually(Duration::from_secs(60), "the watched file is indexed", || async {
-        contains(&client.search("pantry door code", &[pantry_id]).await, "4417")
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the watched file is indexed",
+        || async {
+            contains(
+                &client.search("pantry door code", &[pantry_id]).await,
+                "4417",
+            )
+        },
+    )
     .await;
     std::fs::write(
         &pantry,
@@ -143,35 +159,82 @@ doc_id_prefix = "kb:"
     // The webhook: applied, replaced, stale, other formats, deleted.
     let vpn = "kb:vpn";
     let (status, body) = client
-        .event(&native(vpn, 1, "The VPN gateway hostname is vpn-gw-7781.example.org for all staff."))
+        .event(&native(
+            vpn,
+            1,
+            "The VPN gateway hostname is vpn-gw-7781.example.org for all staff.",
+        ))
         .await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("applied")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("applied")),
+        "{body}"
+    );
     assert!(body["sentences"]["embedded"].as_u64().unwrap() > 0);
-    assert!(contains(&client.search("VPN gateway hostname", &[vpn]).await, "vpn-gw-7781"));
+    assert!(contains(
+        &client.search("VPN gateway hostname", &[vpn]).await,
+        "vpn-gw-7781"
+    ));
     let (status, body) = client
-        .event(&native(vpn, 2, "The VPN gateway hostname is vpn-gw-8812.example.org for all staff."))
+        .event(&native(
+            vpn,
+            2,
+            "The VPN gateway hostname is vpn-gw-8812.example.org for all staff.",
+        ))
         .await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("applied")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("applied")),
+        "{body}"
+    );
     let windows = client.search("VPN gateway hostname", &[vpn]).await;
     assert!(contains(&windows, "vpn-gw-8812") && !contains(&windows, "vpn-gw-7781"));
     let (status, body) = client.event(&native(vpn, 1, "An old revision.")).await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("stale")), "{body}");
-    let debezium = std::fs::read_to_string(data("events/debezium/mysql-inventory-products.jsonl"))
-        .unwrap();
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("stale")),
+        "{body}"
+    );
+    let debezium =
+        std::fs::read_to_string(data("events/debezium/mysql-inventory-products.jsonl")).unwrap();
     let (status, body) = client
-        .post_raw("/v1/events", debezium.lines().next().unwrap().as_bytes().to_vec())
+        .post_raw(
+            "/v1/events",
+            debezium.lines().next().unwrap().as_bytes().to_vec(),
+        )
         .await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("applied")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("applied")),
+        "{body}"
+    );
     let product = body["doc_id"].as_str().unwrap().to_owned();
     assert!(!client.search("scooter", &[&product]).await.is_empty());
     let (status, body) = client
         .event(&json!({"type": "delete", "doc_id": vpn, "revision": 3}))
         .await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("deleted")), "{body}");
-    assert!(client.search("VPN gateway hostname", &[vpn]).await.is_empty());
-    let (status, _) = client.event(&native(vpn, 2, "Back from before the delete.")).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("deleted")),
+        "{body}"
+    );
+    assert!(
+        client
+            .search("VPN gateway hostname", &[vpn])
+            .await
+            .is_empty()
+    );
+    let (status, _) = client
+        .event(&native(vpn, 2, "Back from before the delete."))
+        .await;
     assert_eq!(status, 200);
-    assert!(client.search("VPN gateway hostname", &[vpn]).await.is_empty(), "an older upsert after a delete changes nothing");
+    assert!(
+        client
+            .search("VPN gateway hostname", &[vpn])
+            .await
+            .is_empty(),
+        "an older upsert after a delete changes nothing"
+    );
 
     // Bad webhook input: a 4xx with a message, and a line in the dead-letter file.
     let bad: [(Vec<u8>, u16, &str); 3] = [
@@ -189,10 +252,32 @@ doc_id_prefix = "kb:"
     let letters = std::fs::read_to_string(dir.path().join("data/dead-letters.jsonl")).unwrap();
     let reasons: Vec<String> = letters
         .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["reason"].as_str().unwrap().to_owned())
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["reason"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
         .collect();
     assert_eq!(reasons, ["not_json", "schema", "too_large"]);
-    assert_eq!(metric(&client, "casement_webhook_requests_total{status=\"413\"}").await, 1.0);
+    assert_eq!(
+        metric(&client, "casement_webhook_requests_total{status=\"413\"}").await,
+        1.0
+    );
+
+    // The served OpenAPI document describes the webhook beside the search API, with every
+    // status it answered above.
+    let (_, text) = client.get("/openapi.json").await;
+    let openapi: Value = serde_json::from_str(&text).unwrap();
+    assert!(openapi["paths"]["/v1/search"]["post"].is_object());
+    let responses = &openapi["paths"]["/v1/events"]["post"]["responses"];
+    for status in ["200", "400", "413", "422"] {
+        assert!(
+            responses[status].is_object(),
+            "/v1/events {status} undocumented"
+        );
+    }
+    assert!(openapi["components"]["schemas"]["EventAnswer"].is_object());
 
     // One /metrics for every part, exactly the names docs/metrics.md lists for it.
     let (_, text) = client.get("/metrics").await;
@@ -201,8 +286,11 @@ doc_id_prefix = "kb:"
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|rest| rest.split_whitespace().next())
         .collect();
-    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md"))
-        .unwrap();
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/metrics.md"
+    ))
+    .unwrap();
     let documented: std::collections::BTreeSet<&str> = docs
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
@@ -213,9 +301,16 @@ doc_id_prefix = "kb:"
 
     // A deleted file leaves the answers.
     std::fs::remove_file(&parking).unwrap();
-    eventually(Duration::from_secs(60), "the deleted file leaves the answers", || async {
-        client.search("visitor parking permits", &["kb:office/parking"]).await.is_empty()
-    })
+    eventually(
+        Duration::from_secs(60),
+        "the deleted file leaves the answers",
+        || async {
+            client
+                .search("visitor parking permits", &["kb:office/parking"])
+                .await
+                .is_empty()
+        },
+    )
     .await;
 
     // Restart: the index, the replay position and the watch state are kept; nothing is
@@ -227,11 +322,28 @@ doc_id_prefix = "kb:"
     let windows = client.search("pantry door code", &[pantry_id]).await;
     assert!(contains(&windows, "9902") && !contains(&windows, "4417"));
     assert!(contains(&client.search(&new, &[&doc]).await, &new));
-    assert!(client.search("VPN gateway hostname", &[vpn]).await.is_empty());
+    assert!(
+        client
+            .search("VPN gateway hostname", &[vpn])
+            .await
+            .is_empty()
+    );
     tokio::time::sleep(Duration::from_secs(2)).await; // Let the watcher's resend finish.
-    assert!(client.search("visitor parking permits", &["kb:office/parking"]).await.is_empty());
-    let embedded = metric(&client, "casement_indexer_sentences_total{decision=\"embedded\"}").await;
+    assert!(
+        client
+            .search("visitor parking permits", &["kb:office/parking"])
+            .await
+            .is_empty()
+    );
+    let embedded = metric(
+        &client,
+        "casement_indexer_sentences_total{decision=\"embedded\"}",
+    )
+    .await;
     assert_eq!(embedded, 0.0, "a restart embeds nothing again");
-    assert_eq!(metric(&client, "casement_source_events_total{source=\"replay\"}").await, 0.0);
+    assert_eq!(
+        metric(&client, "casement_source_events_total{source=\"replay\"}").await,
+        0.0
+    );
     casement.stop();
 }

@@ -112,7 +112,11 @@ pub fn events() -> impl Iterator<Item = Event> {
     let handbook = revisions(&data("revisions/18f-handbook/all.jsonl.gz"));
     let wikipedia = revisions(&data("revisions/wikipedia-versions/all.jsonl.gz"));
     let last = |pages: &[Vec<serde_json::Value>]| -> Vec<Event> {
-        pages.iter().filter_map(|revs| revs.last()).map(|l| log_event("", l)).collect()
+        pages
+            .iter()
+            .filter_map(|revs| revs.last())
+            .map(|l| log_event("", l))
+            .collect()
     };
     let wikipedia_first: Vec<Event> = wikipedia
         .iter()

@@ -77,6 +77,19 @@ pub fn app<S: Store + Clone + 'static>(
     reranker: Option<Reranker>,
     metrics: Metrics,
 ) -> Arc<App<S>> {
+    let openapi = crate::http::openapi(&config);
+    app_with_openapi(config, store, embedder, reranker, metrics, openapi)
+}
+
+/// [`app`] serving `openapi` at `/openapi.json` (the all-in-one adds its webhook to it).
+pub fn app_with_openapi<S: Store + Clone + 'static>(
+    config: QueryConfig,
+    store: S,
+    embedder: Arc<dyn Embed>,
+    reranker: Option<Reranker>,
+    metrics: Metrics,
+    openapi: String,
+) -> Arc<App<S>> {
     let searcher = Searcher::new(
         store,
         BlockingPool::new(embedder, 2),
@@ -86,7 +99,7 @@ pub fn app<S: Store + Clone + 'static>(
     );
     let app = Arc::new(App {
         searcher,
-        openapi: crate::http::openapi(&config),
+        openapi,
         config,
         metrics,
         store_reachable: AtomicBool::new(false),

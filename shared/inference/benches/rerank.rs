@@ -31,7 +31,10 @@ fn main() {
         (Precision::Int8, 64),
     ] {
         let key = format!("{precision:?}_{max_tokens}").to_lowercase();
-        if only.as_deref().is_some_and(|o| !o.split(',').any(|k| k == key)) {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|k| k == key))
+        {
             continue;
         }
         let config = EmbedderConfig {

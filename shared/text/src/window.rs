@@ -117,7 +117,10 @@ mod excerpt_tests {
         assert_eq!(excerpt(text, focus(text, "a1 a2"), 4), "a1 a2 a3 a4");
         assert_eq!(excerpt(text, focus(text, "b7 b8."), 3), "b6 b7 b8.");
         // A focus longer than the budget: its first words.
-        assert_eq!(excerpt(text, focus(text, "Match here now."), 2), "Match here");
+        assert_eq!(
+            excerpt(text, focus(text, "Match here now."), 2),
+            "Match here"
+        );
     }
 
     #[test]

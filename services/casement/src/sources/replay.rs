@@ -54,7 +54,9 @@ pub fn read(paths: &[PathBuf]) -> anyhow::Result<Replay> {
                     "skipping a line that is not a revision event");
             }
             let size = std::fs::metadata(&file).map_or(0, |m| m.len());
-            replay.identity.push_str(&format!("{}:{size};", file.display()));
+            replay
+                .identity
+                .push_str(&format!("{}:{size};", file.display()));
             replay.events.extend(events);
             replay.files.push(file);
         }

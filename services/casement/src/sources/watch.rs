@@ -93,8 +93,9 @@ pub fn title_of(path: &Path, content: &str) -> String {
         .map(|t| t.trim().trim_matches('"').to_owned())
         .filter(|t| !t.is_empty())
         .unwrap_or_else(|| {
-            path.file_stem()
-                .map_or_else(String::new, |s| s.to_string_lossy().replace(['-', '_'], " "))
+            path.file_stem().map_or_else(String::new, |s| {
+                s.to_string_lossy().replace(['-', '_'], " ")
+            })
         })
 }
 
@@ -113,9 +114,11 @@ fn scan(roots: &[PathBuf], prefix: &str) -> Vec<Found> {
                 let Ok(meta) = entry.metadata() else { continue };
                 if meta.is_dir() && !hidden {
                     stack.push(path);
-                } else if let (true, Some(format), Some(doc_id)) =
-                    (meta.is_file(), format_of(&path), doc_id(prefix, root, &path))
-                {
+                } else if let (true, Some(format), Some(doc_id)) = (
+                    meta.is_file(),
+                    format_of(&path),
+                    doc_id(prefix, root, &path),
+                ) {
                     let mtime_ns = meta
                         .modified()
                         .ok()
@@ -140,6 +143,38 @@ fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Records files already indexed at `revision` (the sample's checkout) in the watch state
+/// of `data_dir`, so the watcher takes them as known rather than as new saves.
+pub fn adopt(data_dir: &Path, files: &[(String, PathBuf, u64)]) -> anyhow::Result<()> {
+    let state_path = data_dir.join("watch.json");
+    let mut state: BTreeMap<String, Entry> = std::fs::read(&state_path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default();
+    for (doc_id, path, revision) in files {
+        let content = std::fs::read(path)?;
+        let meta = std::fs::metadata(path)?;
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        state.insert(
+            doc_id.clone(),
+            Entry {
+                path: path.clone(),
+                revision: *revision,
+                hash: xxhash_rust::xxh3::xxh3_64(&content),
+                deleted: false,
+                mtime_ns,
+                len: meta.len(),
+            },
+        );
+    }
+    std::fs::write(&state_path, serde_json::to_vec_pretty(&state)?)?;
+    Ok(())
 }
 
 impl Watcher {
@@ -213,9 +248,7 @@ impl Watcher {
                 Some(entry) => mtime_secs.max(entry.revision + 1),
                 None => mtime_secs.max(1),
             };
-            let unchanged = known
-                .as_ref()
-                .is_some_and(|e| !e.deleted && e.hash == hash);
+            let unchanged = known.as_ref().is_some_and(|e| !e.deleted && e.hash == hash);
             self.state.insert(
                 file.doc_id.clone(),
                 Entry {
@@ -332,7 +365,10 @@ mod tests {
         assert_eq!(format_of(Path::new("x.md~")), None);
         assert_eq!(format_of(Path::new("x.png")), None);
         let p = Path::new("/docs/changing-your-name.md");
-        assert_eq!(title_of(p, "---\ntitle: Changing your name\n---\nText."), "Changing your name");
+        assert_eq!(
+            title_of(p, "---\ntitle: Changing your name\n---\nText."),
+            "Changing your name"
+        );
         assert_eq!(title_of(p, "Intro.\n# Heading\n"), "Heading");
         assert_eq!(title_of(p, "<html><title> Page </title>"), "Page");
         assert_eq!(title_of(p, "no title"), "changing your name");

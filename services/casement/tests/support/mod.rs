@@ -107,7 +107,11 @@ impl Casement {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "exit {status}; stderr:\n{}", self.stderr_text());
+                assert!(
+                    status.success(),
+                    "exit {status}; stderr:\n{}",
+                    self.stderr_text()
+                );
                 return self.stderr_text();
             }
             assert!(Instant::now() < deadline, "did not stop after SIGTERM");
@@ -147,7 +151,10 @@ impl Client {
             .expect("request");
         let status = response.status().as_u16();
         let text = response.text().await.expect("body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     pub async fn event(&self, event: &Value) -> (u16, Value) {

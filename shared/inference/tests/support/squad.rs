@@ -69,7 +69,13 @@ pub fn build_cases(
     question_stride: usize,
     max_questions: usize,
 ) -> (Vec<Case>, usize) {
-    build_cases_read(embedder, article_stride, question_stride, max_questions, usize::MAX)
+    build_cases_read(
+        embedder,
+        article_stride,
+        question_stride,
+        max_questions,
+        usize::MAX,
+    )
 }
 
 /// [`build_cases`], with the reranker reading at most `max_words` words of each window,
