@@ -68,9 +68,7 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
     let t = &engine.tally;
     let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let seconds = started.elapsed().as_secs_f64();
-    let sentences = stats
-        .points
-        .saturating_sub(stats.documents + stats.tombstones);
+    let sentences = stats.points;
     println!(
         "backfill: {} events ({} applied, {} deleted, {} stale, {} rejected, see {}) in {seconds:.1} s",
         total + documents,

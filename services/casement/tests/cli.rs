@@ -109,6 +109,20 @@ fn backfill_indexes_and_summarises() {
     assert!(stdout.contains("backfill: 58 events"), "{stdout}");
     assert!(stdout.contains("index: 6 documents"), "{stdout}");
     assert!(stdout.contains("sentences/s"), "{stdout}");
+    // The summary's counts are the index's.
+    let sentences: u64 = stdout
+        .split("documents, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("sentence count in the summary");
+    let mut store_config = casement_store::StoreConfig::default();
+    store_config.edge.path = dir.path().join("data/index");
+    let stats = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let store = casement_store::EdgeStore::open(&store_config, 384).unwrap();
+        casement_store::Store::stats(&store).await.unwrap()
+    });
+    assert_eq!((stats.documents, stats.points), (6, sentences), "{stdout}");
 
     let output = casement()
         .arg("--data-dir")
