@@ -4,7 +4,7 @@
 //! same store. One Prometheus registry serves every metric.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -63,6 +63,8 @@ pub struct Engine {
     pub waiters: Arc<Waiters>,
     pub dead_letters: Arc<DeadLetterFile>,
     pub tally: Arc<Tally>,
+    /// Watch offsets below this are the start-up resends of known files (not logged).
+    pub watch_resends: Arc<AtomicI64>,
     /// Replay events finished (durably written, stale or dead-lettered) in this run.
     pub replay_finished: watch::Receiver<u64>,
     /// Events of every source finished in this run.
@@ -127,10 +129,12 @@ impl Engine {
         let tally = Arc::new(Tally::default());
         let (replay_tx, replay_finished) = watch::channel(0);
         let (all_tx, all_finished) = watch::channel(0);
+        let watch_resends = Arc::new(AtomicI64::new(0));
         tasks.spawn(dispatch(
             observer_rx,
             waiters.clone(),
             tally.clone(),
+            watch_resends.clone(),
             [replay_tx, all_tx],
         ));
         Ok(Self {
@@ -144,6 +148,7 @@ impl Engine {
             waiters,
             dead_letters,
             tally,
+            watch_resends,
             replay_finished,
             all_finished,
             shutdown,
@@ -184,6 +189,7 @@ async fn dispatch(
     mut finished: mpsc::UnboundedReceiver<Finished>,
     waiters: Arc<Waiters>,
     tally: Arc<Tally>,
+    watch_resends: Arc<AtomicI64>,
     [replay, all]: [watch::Sender<u64>; 2],
 ) {
     while let Some(event) = finished.recv().await {
@@ -194,8 +200,10 @@ async fn dispatch(
                 replay.send_modify(|n| *n += 1);
             }
             WATCH | WEBHOOK => {
-                // A stale watch event is the start-up resend of a known file: not news.
-                if !(event.partition == WATCH && matches!(event.finish, Finish::Stale)) {
+                // The start-up resend of known files is not news.
+                let resend = event.partition == WATCH
+                    && event.offset < watch_resends.load(Ordering::Relaxed);
+                if !resend {
                     log_live(&event);
                 }
                 if event.partition == WEBHOOK {

@@ -111,7 +111,7 @@ pub async fn run(mut config: CasementConfig) -> anyhow::Result<()> {
             &config.data_dir,
             engine.feeder.clone(),
         );
-        Some(tokio::spawn(watcher.run()))
+        Some(tokio::spawn(watcher.run(engine.watch_resends.clone())))
     };
     banner(&config, &engine, address, started, sample_mode);
     if sample_mode {

@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use casement_events::{NativeEvent, NativeType};
@@ -192,23 +194,29 @@ impl Watcher {
         }
     }
 
-    /// Sends every known document again, then scans every `poll_ms` until the pipeline
-    /// stops.
-    pub async fn run(mut self) -> anyhow::Result<()> {
-        let known: Vec<(String, Entry)> = self
-            .state
-            .iter()
-            .map(|(id, e)| (id.clone(), e.clone()))
-            .collect();
-        for (doc_id, entry) in known {
+    /// Sends every known document again (its first messages of this run: their count is
+    /// stored in `resends` before they are sent), then scans every `poll_ms` until the
+    /// pipeline stops.
+    pub async fn run(mut self, resends: Arc<AtomicI64>) -> anyhow::Result<()> {
+        let mut known = Vec::new();
+        for (doc_id, entry) in &self.state {
             if entry.deleted {
-                self.send_delete(&doc_id, entry.revision).await?;
+                known.push((doc_id.clone(), entry.clone(), None));
             } else if let Some(format) = format_of(&entry.path)
                 && let Ok(content) = tokio::fs::read_to_string(&entry.path).await
                 && xxhash_rust::xxh3::xxh3_64(content.as_bytes()) == entry.hash
             {
-                self.send_upsert(&doc_id, &entry.path, format, content, entry.revision)
-                    .await?;
+                known.push((doc_id.clone(), entry.clone(), Some((format, content))));
+            }
+        }
+        resends.store(known.len() as i64, Ordering::Relaxed);
+        for (doc_id, entry, file) in known {
+            match file {
+                None => self.send_delete(&doc_id, entry.revision).await?,
+                Some((format, content)) => {
+                    self.send_upsert(&doc_id, &entry.path, format, content, entry.revision)
+                        .await?;
+                }
             }
         }
         let mut tick = tokio::time::interval(Duration::from_millis(self.config.poll_ms));
