@@ -210,6 +210,41 @@ doc_id_prefix = "kb:"
     );
     let product = body["doc_id"].as_str().unwrap().to_owned();
     assert!(!client.search("scooter", &[&product]).await.is_empty());
+    let mut cloudevent: Value = serde_json::from_str(
+        &std::fs::read_to_string(data("events/cloudevents/examples/json-object-data.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    cloudevent["data"] = json!({"type": "upsert", "doc_id": "kb:remote", "revision": 7,
+        "format": "markdown", "content": "# Pairing\n\nPress both buttons to pair the remote."});
+    let (status, body) = client.event(&cloudevent).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("applied")),
+        "CloudEvents: {body}"
+    );
+    assert!(contains(
+        &client.search("pair the remote", &["kb:remote"]).await,
+        "Press both buttons"
+    ));
+    let page_change = std::fs::read_to_string(data(
+        "events/wikimedia/examples/mediawiki-page-change-1.2.0.example1.json",
+    ))
+    .unwrap();
+    let mut with_content: Value = serde_json::from_str(&page_change).unwrap();
+    with_content["revision"]["content_slots"]["main"]["content_body"] =
+        json!("'''Example''' is a page.\n\n== History ==\nIt was edited twice.");
+    let (status, body) = client.event(&with_content).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("applied")),
+        "MediaWiki: {body}"
+    );
+    let wiki = body["doc_id"].as_str().unwrap().to_owned();
+    assert!(contains(
+        &client.search("edited twice", &[&wiki]).await,
+        "edited twice"
+    ));
     let (status, body) = client
         .event(&json!({"type": "delete", "doc_id": vpn, "revision": 3}))
         .await;
@@ -237,10 +272,11 @@ doc_id_prefix = "kb:"
     );
 
     // Bad webhook input: a 4xx with a message, and a line in the dead-letter file.
-    let bad: [(Vec<u8>, u16, &str); 3] = [
+    let bad: [(Vec<u8>, u16, &str); 4] = [
         (b"{\"type\": \"upsert\", ".to_vec(), 400, "not_json"),
         (br#"{"hello": "world"}"#.to_vec(), 422, "schema"),
         (vec![b' '; 70_000], 413, "too_large"),
+        (page_change.into_bytes(), 422, "no_content"),
     ];
     for (body, expected, reason) in bad {
         let (status, answer) = client.post_raw("/v1/events", body).await;
@@ -259,7 +295,7 @@ doc_id_prefix = "kb:"
                 .to_owned()
         })
         .collect();
-    assert_eq!(reasons, ["not_json", "schema", "too_large"]);
+    assert_eq!(reasons, ["not_json", "schema", "too_large", "no_content"]);
     assert_eq!(
         metric(&client, "casement_webhook_requests_total{status=\"413\"}").await,
         1.0
