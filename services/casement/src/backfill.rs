@@ -4,7 +4,6 @@
 //! watch source's naming: path without extension, after `sources.watch.doc_id_prefix`).
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::config::CasementConfig;
@@ -65,25 +64,23 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
         .await;
     }
     let stats = casement_store::Store::stats(&engine.store).await?;
-    let t = &engine.tally;
-    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let seconds = started.elapsed().as_secs_f64();
-    let sentences = stats.points;
+    let embedded = engine.sentences("embedded");
     println!(
         "backfill: {} events ({} applied, {} deleted, {} stale, {} rejected, see {}) in {seconds:.1} s",
         total + documents,
-        n(&t.applied),
-        n(&t.deleted),
-        n(&t.stale),
-        n(&t.dead_lettered),
+        engine.events("applied"),
+        engine.events("deleted"),
+        engine.events("stale"),
+        engine.events("dead_lettered"),
         engine.dead_letters.path().display(),
     );
     println!(
-        "index: {} documents, {sentences} sentences; {} sentences embedded ({:.0} sentences/s), {} reused from the cache",
+        "index: {} documents, {} sentences; {embedded} sentences embedded ({:.0} sentences/s), {} reused from the cache",
         stats.documents,
-        n(&t.embedded),
-        n(&t.embedded) as f64 / seconds.max(1e-9),
-        n(&t.reused),
+        stats.points,
+        embedded as f64 / seconds.max(1e-9),
+        engine.sentences("reused"),
     );
     engine.stop().await
 }

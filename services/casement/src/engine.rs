@@ -4,7 +4,7 @@
 //! same store. One Prometheus registry serves every metric.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -23,35 +23,6 @@ use crate::sources::dead_letters::DeadLetterFile;
 use crate::sources::{Feeder, LocalAck, Positions, REPLAY, WATCH, WEBHOOK};
 use crate::webhook::Waiters;
 
-/// Counts of finished events, for progress bars and summaries.
-#[derive(Debug, Default)]
-pub struct Tally {
-    pub applied: AtomicU64,
-    pub deleted: AtomicU64,
-    pub stale: AtomicU64,
-    pub dead_lettered: AtomicU64,
-    pub embedded: AtomicU64,
-    pub reused: AtomicU64,
-}
-
-impl Tally {
-    fn record(&self, finish: &Finish) {
-        let counter = match finish {
-            Finish::Applied(_) => &self.applied,
-            Finish::Deleted(_) => &self.deleted,
-            Finish::Stale => &self.stale,
-            Finish::DeadLettered(_) => &self.dead_lettered,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        if let Finish::Applied(d) | Finish::Deleted(d) = finish {
-            self.embedded
-                .fetch_add(d.embedded as u64, Ordering::Relaxed);
-            self.reused
-                .fetch_add(d.cache_hits as u64, Ordering::Relaxed);
-        }
-    }
-}
-
 pub struct Engine {
     pub config: CasementConfig,
     pub feeder: Feeder,
@@ -62,7 +33,6 @@ pub struct Engine {
     pub local_metrics: LocalMetrics,
     pub waiters: Arc<Waiters>,
     pub dead_letters: Arc<DeadLetterFile>,
-    pub tally: Arc<Tally>,
     /// Watch offsets below this are the start-up resends of known files (not logged).
     pub watch_resends: Arc<AtomicI64>,
     /// Replay events finished (durably written, stale or dead-lettered) in this run.
@@ -126,14 +96,12 @@ impl Engine {
         );
         let feeder = Feeder::new(input, offsets, replay_start, local_metrics.clone());
         let waiters = Arc::new(Waiters::default());
-        let tally = Arc::new(Tally::default());
         let (replay_tx, replay_finished) = watch::channel(0);
         let (all_tx, all_finished) = watch::channel(0);
         let watch_resends = Arc::new(AtomicI64::new(0));
         tasks.spawn(dispatch(
             observer_rx,
             waiters.clone(),
-            tally.clone(),
             watch_resends.clone(),
             [replay_tx, all_tx],
         ));
@@ -147,7 +115,6 @@ impl Engine {
             local_metrics,
             waiters,
             dead_letters,
-            tally,
             watch_resends,
             replay_finished,
             all_finished,
@@ -156,10 +123,21 @@ impl Engine {
         })
     }
 
-    /// Waits until `count` replay events of this run have finished.
-    pub async fn replayed(&self, count: u64) {
-        let mut rx = self.replay_finished.clone();
-        let _ = rx.wait_for(|finished| *finished >= count).await;
+    /// Events of this run finished with `outcome` (applied, deleted, stale,
+    /// dead_lettered), from the indexer's own counters.
+    pub fn events(&self, outcome: &str) -> u64 {
+        self.indexer_metrics
+            .events
+            .with_label_values(&[outcome])
+            .get()
+    }
+
+    /// Sentences of this run by `decision` (embedded, reused, ...).
+    pub fn sentences(&self, decision: &str) -> u64 {
+        self.indexer_metrics
+            .sentences
+            .with_label_values(&[decision])
+            .get()
     }
 
     /// Stops taking events, lets every stage finish the event in hand and commits what
@@ -183,17 +161,15 @@ impl Engine {
     }
 }
 
-/// Routes finished events: webhook requests get their outcome, the tally and the replay
+/// Routes finished events: webhook requests get their outcome, the replay and overall
 /// progress move, and live edits (watch, webhook) are logged one line each.
 async fn dispatch(
     mut finished: mpsc::UnboundedReceiver<Finished>,
     waiters: Arc<Waiters>,
-    tally: Arc<Tally>,
     watch_resends: Arc<AtomicI64>,
     [replay, all]: [watch::Sender<u64>; 2],
 ) {
     while let Some(event) = finished.recv().await {
-        tally.record(&event.finish);
         all.send_modify(|n| *n += 1);
         match event.partition {
             REPLAY => {

@@ -148,17 +148,15 @@ fn banner(
     started: Instant,
     sample_mode: bool,
 ) {
-    let t = &engine.tally;
-    let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     println!();
     println!(
         "ready in {:.1} s: {} events applied, {} deleted, {} stale, {} rejected; {} sentences embedded",
         started.elapsed().as_secs_f64(),
-        n(&t.applied),
-        n(&t.deleted),
-        n(&t.stale),
-        n(&t.dead_lettered),
-        n(&t.embedded),
+        engine.events("applied"),
+        engine.events("deleted"),
+        engine.events("stale"),
+        engine.events("dead_lettered"),
+        engine.sentences("embedded"),
     );
     let query = if sample_mode { sample::QUESTION } else { "..." };
     println!(

@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use casement_indexer::pipeline::{Finish, Finished};
+use casement_indexer::pipeline::{Finish, Finished, now_ms};
 use casement_indexer::source::{DeadLetter, SourceMessage};
 use casement_query::config::AuthConfig;
 use casement_query::error::ApiError;
@@ -33,7 +33,7 @@ use tokio::sync::oneshot;
 
 use crate::metrics::LocalMetrics;
 use crate::sources::dead_letters::DeadLetterFile;
-use crate::sources::{Feeder, WEBHOOK, now_ms};
+use crate::sources::{Feeder, WEBHOOK};
 
 /// The paths and schemas `/v1/events` adds to the query service's OpenAPI document.
 const OPENAPI_EVENTS: &str = include_str!("../openapi-events.json");

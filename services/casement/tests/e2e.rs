@@ -63,6 +63,22 @@ fn native(doc_id: &str, revision: u64, content: &str) -> Value {
            "format": "markdown", "content": content})
 }
 
+/// A real event payload from `../shared/data/events`.
+fn shared_event(path: &str) -> String {
+    std::fs::read_to_string(data(&format!("events/{path}"))).unwrap()
+}
+
+/// Posts an event body to the webhook, asserts it was applied, returns its document id.
+async fn post_applied(client: &Client, body: Vec<u8>, what: &str) -> String {
+    let (status, answer) = client.post_raw("/v1/events", body).await;
+    assert_eq!(
+        (status, answer["status"].as_str()),
+        (200, Some("applied")),
+        "{what}: {answer}"
+    );
+    answer["doc_id"].as_str().unwrap().to_owned()
+}
+
 async fn metric(client: &Client, series: &str) -> f64 {
     let (_, text) = client.get("/metrics").await;
     text.lines()
@@ -195,52 +211,34 @@ doc_id_prefix = "kb:"
         (200, Some("stale")),
         "{body}"
     );
-    let debezium =
-        std::fs::read_to_string(data("events/debezium/mysql-inventory-products.jsonl")).unwrap();
-    let (status, body) = client
-        .post_raw(
-            "/v1/events",
-            debezium.lines().next().unwrap().as_bytes().to_vec(),
-        )
-        .await;
-    assert_eq!(
-        (status, body["status"].as_str()),
-        (200, Some("applied")),
-        "{body}"
-    );
-    let product = body["doc_id"].as_str().unwrap().to_owned();
+    let debezium = shared_event("debezium/mysql-inventory-products.jsonl");
+    let first_row = debezium.lines().next().unwrap().as_bytes().to_vec();
+    let product = post_applied(&client, first_row, "Debezium").await;
     assert!(!client.search("scooter", &[&product]).await.is_empty());
-    let mut cloudevent: Value = serde_json::from_str(
-        &std::fs::read_to_string(data("events/cloudevents/examples/json-object-data.json"))
-            .unwrap(),
-    )
-    .unwrap();
+    let mut cloudevent: Value =
+        serde_json::from_str(&shared_event("cloudevents/examples/json-object-data.json")).unwrap();
     cloudevent["data"] = json!({"type": "upsert", "doc_id": "kb:remote", "revision": 7,
         "format": "markdown", "content": "# Pairing\n\nPress both buttons to pair the remote."});
-    let (status, body) = client.event(&cloudevent).await;
-    assert_eq!(
-        (status, body["status"].as_str()),
-        (200, Some("applied")),
-        "CloudEvents: {body}"
-    );
+    post_applied(
+        &client,
+        serde_json::to_vec(&cloudevent).unwrap(),
+        "CloudEvents",
+    )
+    .await;
     assert!(contains(
         &client.search("pair the remote", &["kb:remote"]).await,
         "Press both buttons"
     ));
-    let page_change = std::fs::read_to_string(data(
-        "events/wikimedia/examples/mediawiki-page-change-1.2.0.example1.json",
-    ))
-    .unwrap();
+    let page_change = shared_event("wikimedia/examples/mediawiki-page-change-1.2.0.example1.json");
     let mut with_content: Value = serde_json::from_str(&page_change).unwrap();
     with_content["revision"]["content_slots"]["main"]["content_body"] =
         json!("'''Example''' is a page.\n\n== History ==\nIt was edited twice.");
-    let (status, body) = client.event(&with_content).await;
-    assert_eq!(
-        (status, body["status"].as_str()),
-        (200, Some("applied")),
-        "MediaWiki: {body}"
-    );
-    let wiki = body["doc_id"].as_str().unwrap().to_owned();
+    let wiki = post_applied(
+        &client,
+        serde_json::to_vec(&with_content).unwrap(),
+        "MediaWiki",
+    )
+    .await;
     assert!(contains(
         &client.search("edited twice", &[&wiki]).await,
         "edited twice"
@@ -380,6 +378,57 @@ doc_id_prefix = "kb:"
     assert_eq!(
         metric(&client, "casement_source_events_total{source=\"replay\"}").await,
         0.0
+    );
+    casement.stop();
+}
+
+/// `make run`'s path: no source configured runs the bundled sample, prints the sample
+/// question's answer with its citation, starts quietly (the checked-out pages are not
+/// "saved" files), and follows an edit of a checked-out page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundled_sample_answers_and_follows_an_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let config = dir.path().join("casement.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = \"{}\"\n[sources.watch]\npoll_ms = 200\n",
+            data_dir.display()
+        ),
+    )
+    .unwrap();
+    let mut casement = Casement::start(dir.path(), &config, &[]);
+    let answer = casement.wait_for_line("A: ", Duration::from_secs(600));
+    assert!(answer.contains("Wait up to 5 business days"), "{answer}");
+    let citation = casement.wait_for_line("— ", Duration::from_secs(10));
+    assert!(
+        citation.contains("Changing your name › Changing your name across GSA"),
+        "{citation}"
+    );
+    let client = Client::new(&casement.base);
+    let doc = "18f-handbook:_pages/how-we-work/changing-your-name";
+    let page = data_dir.join("docs/_pages/how-we-work/changing-your-name.md");
+    let text = std::fs::read_to_string(&page).unwrap();
+    assert!(text.contains("Wait up to 5 business days"));
+    std::fs::write(
+        &page,
+        text.replace("Wait up to 5 business days", "Wait up to 10 business days"),
+    )
+    .unwrap();
+    eventually(Duration::from_secs(60), "the edit is answered", || async {
+        let windows = client
+            .search("How long does a name change take?", &[doc])
+            .await;
+        contains(&windows, "Wait up to 10 business days")
+            && !contains(&windows, "Wait up to 5 business days")
+    })
+    .await;
+    let log = casement.stderr_text();
+    assert_eq!(
+        log.matches("file saved").count(),
+        1,
+        "only the edit is a saved file:\n{log}"
     );
     casement.stop();
 }

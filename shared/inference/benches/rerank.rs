@@ -21,8 +21,8 @@ fn main() {
     // The last runs are shorter cuts for the query service's rescoring model
     // (`[rerank.embedder]`, default int8 at 64 tokens), to see what the cut costs against
     // the first. As in the service, the model reads about 3/4 · max_tokens words of each
-    // window, centred on the sentence that retrieved it. `BENCH_RERANK_ONLY=int8_64,...`
-    // runs only some.
+    // window, centred on the sentence that retrieved it. `BENCH_RERANK_ONLY=int8_64,fp32`
+    // runs only those (keys of rerank.json).
     let only = std::env::var("BENCH_RERANK_ONLY").ok();
     for (precision, max_tokens) in [
         (Precision::Int8, 256),
@@ -30,7 +30,12 @@ fn main() {
         (Precision::Int8, 128),
         (Precision::Int8, 64),
     ] {
-        let key = format!("{precision:?}_{max_tokens}").to_lowercase();
+        // The report's key: the precision alone for the full 256 tokens.
+        let key = if max_tokens == 256 {
+            format!("{precision:?}").to_lowercase()
+        } else {
+            format!("{precision:?}_{max_tokens}").to_lowercase()
+        };
         if only
             .as_deref()
             .is_some_and(|o| !o.split(',').any(|k| k == key))
@@ -123,11 +128,7 @@ fn main() {
             "rescoring throughput: {pairs_per_s:.1} query-window pairs/s ({pairs} pairs, windows ≥120 words)"
         );
         report.insert(
-            if max_tokens == 256 {
-                format!("{precision:?}").to_lowercase()
-            } else {
-                format!("{precision:?}_{max_tokens}").to_lowercase()
-            },
+            key,
             serde_json::json!({
                 "questions": cases.len(), "retrieval_misses": misses,
                 "retrieval": {"hit_at_1": base_held.hit_at_1, "mrr": base_held.mrr},

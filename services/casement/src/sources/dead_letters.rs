@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
+use casement_indexer::pipeline::now_ms;
 use casement_indexer::source::{DeadLetter, DeadLetterSink};
 use serde_json::json;
 
@@ -31,7 +32,7 @@ impl DeadLetterFile {
     pub async fn append(&self, letter: &DeadLetter, size: Option<usize>) -> anyhow::Result<()> {
         let message = &letter.message;
         let mut line = json!({
-            "time_ms": super::now_ms(),
+            "time_ms": now_ms(),
             "source": message.topic,
             "offset": message.offset,
             "reason": letter.reason,

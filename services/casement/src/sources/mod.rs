@@ -11,6 +11,7 @@ pub mod watch;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use casement_indexer::pipeline::now_ms;
 use casement_indexer::source::{Acknowledge, Offsets, SourceMessage};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, mpsc};
@@ -105,10 +106,20 @@ impl Feeder {
     }
 }
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// A source's state file, or the default when it is missing or unreadable (every source
+/// can start over safely: revisions are fenced).
+pub fn read_state<T: serde::de::DeserializeOwned + Default>(path: &Path) -> T {
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// Writes a source's state file whole or not at all (a temporary file, then a rename).
+pub fn write_state<T: Serialize>(path: &Path, state: &T) -> std::io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(state)?)?;
+    std::fs::rename(tmp, path)
 }
 
 /// What `sources.json` keeps: how far the replay got, for which inputs.
@@ -128,17 +139,11 @@ impl Positions {
     /// The saved positions, or none (a missing or unreadable file starts over: replaying
     /// again is safe, since revisions are fenced).
     pub fn load(data_dir: &Path) -> Self {
-        std::fs::read(Self::path(data_dir))
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default()
+        read_state(&Self::path(data_dir))
     }
 
     pub fn save(&self, data_dir: &Path) -> std::io::Result<()> {
-        let path = Self::path(data_dir);
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)?;
-        std::fs::rename(tmp, path)
+        write_state(&Self::path(data_dir), self)
     }
 }
 

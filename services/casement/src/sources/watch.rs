@@ -18,7 +18,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use casement_events::{NativeEvent, NativeType};
 use serde::{Deserialize, Serialize};
 
-use super::{Feeder, WATCH};
+use super::{Feeder, WATCH, read_state, write_state};
+
+/// What was sent for each document, under the data directory.
+const STATE_FILE: &str = "watch.json";
 use crate::config::WatchConfig;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,11 +153,8 @@ fn now_secs() -> u64 {
 /// Records files already indexed at `revision` (the sample's checkout) in the watch state
 /// of `data_dir`, so the watcher takes them as known rather than as new saves.
 pub fn adopt(data_dir: &Path, files: &[(String, PathBuf, u64)]) -> anyhow::Result<()> {
-    let state_path = data_dir.join("watch.json");
-    let mut state: BTreeMap<String, Entry> = std::fs::read(&state_path)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default();
+    let state_path = data_dir.join(STATE_FILE);
+    let mut state: BTreeMap<String, Entry> = read_state(&state_path);
     for (doc_id, path, revision) in files {
         let content = std::fs::read(path)?;
         let meta = std::fs::metadata(path)?;
@@ -175,17 +175,14 @@ pub fn adopt(data_dir: &Path, files: &[(String, PathBuf, u64)]) -> anyhow::Resul
             },
         );
     }
-    std::fs::write(&state_path, serde_json::to_vec_pretty(&state)?)?;
+    write_state(&state_path, &state)?;
     Ok(())
 }
 
 impl Watcher {
     pub fn new(config: WatchConfig, data_dir: &Path, feeder: Feeder) -> Self {
-        let state_path = data_dir.join("watch.json");
-        let state = std::fs::read(&state_path)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default();
+        let state_path = data_dir.join(STATE_FILE);
+        let state = read_state(&state_path);
         Self {
             config,
             state_path,
@@ -229,7 +226,7 @@ impl Watcher {
 
     /// One scan: sends what changed since the last one; returns how many events.
     pub async fn poll(&mut self) -> anyhow::Result<usize> {
-        let mut sent = 0;
+        let (mut sent, mut dirty) = (0, false);
         let (roots, prefix) = (self.config.dirs.clone(), self.config.doc_id_prefix.clone());
         let found = tokio::task::spawn_blocking(move || scan(&roots, &prefix)).await?;
         let mut seen = std::collections::BTreeSet::new();
@@ -251,12 +248,12 @@ impl Watcher {
             };
             let hash = xxhash_rust::xxh3::xxh3_64(content.as_bytes());
             let mtime_secs = (file.mtime_ns / 1_000_000_000) as u64;
+            let unchanged = known.as_ref().is_some_and(|e| !e.deleted && e.hash == hash);
             let revision = match &known {
-                Some(entry) if !entry.deleted && entry.hash == hash => entry.revision,
+                Some(entry) if unchanged => entry.revision,
                 Some(entry) => mtime_secs.max(entry.revision + 1),
                 None => mtime_secs.max(1),
             };
-            let unchanged = known.as_ref().is_some_and(|e| !e.deleted && e.hash == hash);
             self.state.insert(
                 file.doc_id.clone(),
                 Entry {
@@ -268,7 +265,7 @@ impl Watcher {
                     len: file.len,
                 },
             );
-            self.save();
+            dirty = true;
             if !unchanged {
                 tracing::info!(doc_id = %file.doc_id, revision, "file saved: indexing the new revision");
                 self.send_upsert(&file.doc_id, &file.path, file.format, content, revision)
@@ -289,21 +286,22 @@ impl Watcher {
             entry.deleted = true;
             entry.revision = now_secs().max(entry.revision + 1);
             let revision = entry.revision;
-            self.save();
+            dirty = true;
             tracing::info!(%doc_id, revision, "file removed: deleting the document");
             self.send_delete(&doc_id, revision).await?;
             sent += 1;
+        }
+        // Once per scan, not per file. A crash before it only means the files are found
+        // changed again at start and sent again (at the same revision for an upsert,
+        // which the store re-plans idempotently).
+        if dirty {
+            self.save();
         }
         Ok(sent)
     }
 
     fn save(&self) {
-        let write = || -> std::io::Result<()> {
-            let tmp = self.state_path.with_extension("json.tmp");
-            std::fs::write(&tmp, serde_json::to_vec_pretty(&self.state)?)?;
-            std::fs::rename(tmp, &self.state_path)
-        };
-        if let Err(error) = write() {
+        if let Err(error) = write_state(&self.state_path, &self.state) {
             tracing::warn!(%error, path = %self.state_path.display(), "cannot save the watch state");
         }
     }

@@ -154,7 +154,8 @@ where
     (input_tx, tasks)
 }
 
-pub(crate) fn now_ms() -> i64 {
+/// Milliseconds since the epoch (event and finish times).
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
