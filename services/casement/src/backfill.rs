@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use casement_pipeline::Decision;
+
 use crate::config::CasementConfig;
 use crate::engine::Engine;
 use crate::progress;
@@ -65,7 +67,7 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
     }
     let stats = casement_store::Store::stats(&engine.store).await?;
     let seconds = started.elapsed().as_secs_f64();
-    let embedded = engine.sentences("embedded");
+    let embedded = engine.sentences(Decision::Embedded);
     println!(
         "backfill: {} events ({} applied, {} deleted, {} stale, {} rejected, see {}) in {seconds:.1} s",
         total + documents,
@@ -80,7 +82,7 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
         stats.documents,
         stats.points,
         embedded as f64 / seconds.max(1e-9),
-        engine.sentences("reused"),
+        engine.sentences(Decision::Reused),
     );
     engine.stop().await
 }

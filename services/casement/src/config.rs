@@ -9,9 +9,8 @@ use std::path::PathBuf;
 
 use casement_config::logging::LogConfig;
 use casement_events::DecodeConfig;
-use casement_indexer::IndexerConfig;
-use casement_indexer::config::{EnrichConfig, PipelineConfig};
 use casement_inference::EmbedderConfig;
+use casement_pipeline::{EnrichConfig, PipelineConfig};
 use casement_query::config::{AuthConfig, Limits, QueryConfig, RerankConfig, SearchConfig};
 use casement_store::StoreConfig;
 use casement_text::TextConfig;
@@ -64,7 +63,7 @@ impl Default for CasementConfig {
             rerank: RerankConfig::default(),
             log: LogConfig {
                 // Readable by default: our own progress and decisions, others' warnings.
-                filter: "warn,casement=info,casement_indexer=warn,casement_query=warn".into(),
+                filter: "warn,casement=info,casement_query=warn".into(),
                 ..LogConfig::default()
             },
         }
@@ -153,20 +152,6 @@ impl CasementConfig {
         }
     }
 
-    /// The indexer's view (its Kafka section unused).
-    pub fn indexer(&self) -> IndexerConfig {
-        IndexerConfig {
-            events: self.events.clone(),
-            pipeline: self.pipeline.clone(),
-            enrich: self.enrich.clone(),
-            embedder: self.embedder.clone(),
-            store: self.store(),
-            log: self.log.clone(),
-            text: self.text.clone(),
-            ..IndexerConfig::default()
-        }
-    }
-
     /// The query service's view.
     pub fn query(&self) -> QueryConfig {
         QueryConfig {
@@ -197,7 +182,16 @@ impl casement_config::Config for CasementConfig {
                 self.search.indexed_window_radius, self.text.window_radius
             ));
         }
-        casement_config::Config::validate(&self.indexer())?;
+        let max = casement_text::segmenter::MAX_DOCUMENT_BYTES;
+        if self.events.max_event_bytes == 0 || self.events.max_event_bytes > max {
+            return Err(format!(
+                "events.max_event_bytes = {} must be between 1 and {max}",
+                self.events.max_event_bytes
+            ));
+        }
+        self.pipeline.validate()?;
+        self.enrich.validate()?;
+        self.text.validate()?;
         casement_config::Config::validate(&self.query())
     }
 }

@@ -1,18 +1,16 @@
 //! One process, every stage shared with the services: the embedding model and the store
-//! are opened once; the indexer's pipeline (`casement_indexer::pipeline`) runs over local
-//! sources; the query service's application (`casement_query::service::app`) searches the
-//! same store. One Prometheus registry serves every metric.
+//! are opened once; the pipeline (`casement_pipeline`) runs over the local sources; the
+//! query service's application (`casement_query::service::app`) searches the same store.
+//! One Prometheus registry serves every metric.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
-use casement_indexer::admin::Readiness;
-use casement_indexer::pipeline::{self, Finish, Finished, Shutdown, Stages};
-use casement_indexer::service::{load_model, processor_over, spawn_store_probe};
-use casement_indexer::source::Offsets;
 use casement_inference::Embed;
+use casement_pipeline::factory::{self, ProcessorConfig};
+use casement_pipeline::{Finished, Metrics, Offsets, Shutdown, SourceId, Stages};
 use casement_store::AnyStore;
 use prometheus::Registry;
 use tokio::sync::{mpsc, watch};
@@ -20,8 +18,7 @@ use tokio::sync::{mpsc, watch};
 use crate::config::CasementConfig;
 use crate::metrics::LocalMetrics;
 use crate::sources::dead_letters::DeadLetterFile;
-use crate::sources::{Feeder, LocalAck, Positions, REPLAY, WATCH, WEBHOOK};
-use crate::webhook::Waiters;
+use crate::sources::{Feeder, LocalAck, Positions};
 
 pub struct Engine {
     pub config: CasementConfig,
@@ -29,12 +26,9 @@ pub struct Engine {
     pub store: AnyStore,
     pub model: Arc<dyn Embed>,
     pub registry: Registry,
-    pub indexer_metrics: casement_indexer::metrics::Metrics,
+    pub pipeline_metrics: Metrics,
     pub local_metrics: LocalMetrics,
-    pub waiters: Arc<Waiters>,
     pub dead_letters: Arc<DeadLetterFile>,
-    /// Watch offsets below this are the start-up resends of known files (not logged).
-    pub watch_resends: Arc<AtomicI64>,
     /// Replay events finished (durably written, stale or dead-lettered) in this run.
     pub replay_finished: watch::Receiver<u64>,
     /// Events of every source finished in this run.
@@ -54,35 +48,40 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Loads the model, opens the store (locking its directory) and starts the pipeline.
-    /// `replay_start` is where the replay resumes (its committed position).
+    /// `positions` says where the replay resumes (its committed position).
     pub async fn start(config: CasementConfig, positions: Positions) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("creating data_dir {}", config.data_dir.display()))?;
-        let indexer_config = config.indexer();
         let registry = Registry::new();
-        let indexer_metrics = casement_indexer::metrics::Metrics::with_registry(registry.clone());
+        let pipeline_metrics = Metrics::with_registry(registry.clone());
         let local_metrics = LocalMetrics::new(&registry);
-        let model = load_model(&indexer_config).await?;
-        let store = AnyStore::open(&indexer_config.store, model.dimension())
+        let model = factory::load_model(&config.embedder).await?;
+        let store = AnyStore::open(&config.store(), model.dimension())
             .await
             .context("opening the index ([store])")?;
-        let processor = processor_over(
-            &indexer_config,
-            &indexer_metrics,
+        let processor_config = ProcessorConfig {
+            pipeline: &config.pipeline,
+            enrich: &config.enrich,
+            text: &config.text,
+        };
+        let processor = factory::processor(
+            processor_config,
+            &pipeline_metrics,
             model.clone(),
             store.clone(),
         )?;
-        spawn_store_probe(
+        // Readiness is the query router's own check; the probe keeps the index gauges.
+        factory::spawn_store_probe(
             store.clone(),
-            indexer_metrics.clone(),
-            Arc::new(Readiness::default()),
+            pipeline_metrics.clone(),
+            Arc::new(AtomicBool::new(false)),
         );
         let offsets = Offsets::default();
         let dead_letters = Arc::new(DeadLetterFile::new(&config.dead_letter_file()));
         let replay_start = positions.replay_next;
         let (observer_tx, observer_rx) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = Shutdown::new();
-        let (input, mut tasks) = pipeline::spawn(
+        let (input, mut tasks) = casement_pipeline::spawn(
             Stages {
                 processor: Arc::new(processor),
                 config: config.pipeline.clone(),
@@ -95,27 +94,18 @@ impl Engine {
             shutdown_rx,
         );
         let feeder = Feeder::new(input, offsets, replay_start, local_metrics.clone());
-        let waiters = Arc::new(Waiters::default());
         let (replay_tx, replay_finished) = watch::channel(0);
         let (all_tx, all_finished) = watch::channel(0);
-        let watch_resends = Arc::new(AtomicI64::new(0));
-        tasks.spawn(dispatch(
-            observer_rx,
-            waiters.clone(),
-            watch_resends.clone(),
-            [replay_tx, all_tx],
-        ));
+        tasks.spawn(count_finished(observer_rx, [replay_tx, all_tx]));
         Ok(Self {
             config,
             feeder,
             store,
             model,
             registry,
-            indexer_metrics,
+            pipeline_metrics,
             local_metrics,
-            waiters,
             dead_letters,
-            watch_resends,
             replay_finished,
             all_finished,
             shutdown,
@@ -124,19 +114,19 @@ impl Engine {
     }
 
     /// Events of this run finished with `outcome` (applied, deleted, stale,
-    /// dead_lettered), from the indexer's own counters.
+    /// dead_lettered), from the pipeline's own counters.
     pub fn events(&self, outcome: &str) -> u64 {
-        self.indexer_metrics
+        self.pipeline_metrics
             .events
             .with_label_values(&[outcome])
             .get()
     }
 
     /// Sentences of this run by `decision` (embedded, reused, ...).
-    pub fn sentences(&self, decision: &str) -> u64 {
-        self.indexer_metrics
+    pub fn sentences(&self, decision: casement_pipeline::Decision) -> u64 {
+        self.pipeline_metrics
             .sentences
-            .with_label_values(&[decision])
+            .with_label_values(&[decision.as_str()])
             .get()
     }
 
@@ -161,56 +151,15 @@ impl Engine {
     }
 }
 
-/// Routes finished events: webhook requests get their outcome, the replay and overall
-/// progress move, and live edits (watch, webhook) are logged one line each.
-async fn dispatch(
+/// Progress: events finished by the replay and by every source.
+async fn count_finished(
     mut finished: mpsc::UnboundedReceiver<Finished>,
-    waiters: Arc<Waiters>,
-    watch_resends: Arc<AtomicI64>,
     [replay, all]: [watch::Sender<u64>; 2],
 ) {
     while let Some(event) = finished.recv().await {
         all.send_modify(|n| *n += 1);
-        match event.partition {
-            REPLAY => {
-                replay.send_modify(|n| *n += 1);
-            }
-            WATCH | WEBHOOK => {
-                // The start-up resend of known files is not news.
-                let resend = event.partition == WATCH
-                    && event.offset < watch_resends.load(Ordering::Relaxed);
-                if !resend {
-                    log_live(&event);
-                }
-                if event.partition == WEBHOOK {
-                    waiters.finish(event);
-                }
-            }
-            _ => {}
+        if event.origin.source == SourceId::Replay {
+            replay.send_modify(|n| *n += 1);
         }
-    }
-}
-
-fn log_live(event: &Finished) {
-    let source = crate::sources::name(event.partition);
-    let (doc_id, revision) = event.document.clone().unwrap_or_default();
-    let revision = revision.map_or_else(|| "-".to_owned(), |r| r.to_string());
-    match event.finish {
-        Finish::Applied(d) => tracing::info!(
-            "{source}: indexed {doc_id} revision {revision}: {} sentences embedded, {} reused, {} moved, {} deleted, {} unchanged",
-            d.embedded,
-            d.cache_hits,
-            d.payload_updated,
-            d.deleted,
-            d.unchanged
-        ),
-        Finish::Deleted(_) => tracing::info!("{source}: deleted {doc_id} (revision {revision})"),
-        Finish::Stale => tracing::info!(
-            "{source}: {doc_id} revision {revision} is not newer than the indexed one; nothing changed"
-        ),
-        Finish::DeadLettered(reason) => tracing::warn!(
-            "{source}: rejected an event ({reason}): {}",
-            event.detail.as_deref().unwrap_or("")
-        ),
     }
 }

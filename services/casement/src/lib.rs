@@ -1,8 +1,8 @@
-//! Casement all-in-one: the indexer's pipeline and the query service in one process on
-//! Qdrant Edge, fed by local sources instead of Kafka: a revision-log replay, watched
-//! folders and a webhook ([`sources`], [`webhook`]). Every stage is the services' own
-//! ([`engine`]); `casement run` serves ([`run`]), `casement backfill` indexes and exits
-//! ([`backfill`]).
+//! Casement all-in-one: the pipeline (`casement_pipeline`) and the query service in one
+//! process on Qdrant Edge, fed by local sources instead of Kafka: a revision-log replay,
+//! watched folders and a webhook ([`sources`], [`webhook`]). Every stage is the shared
+//! one ([`engine`]); no Kafka client is linked. `casement run` serves ([`run`]),
+//! `casement backfill` indexes and exits ([`backfill`]).
 
 pub mod backfill;
 pub mod config;

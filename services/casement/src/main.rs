@@ -48,13 +48,8 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    match run(Cli::parse()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    let cli = Cli::parse();
+    casement_service::exit(|| run(cli))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -79,11 +74,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 config.listen = listen;
             }
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
-            runtime()?.block_on(casement::run::run(config))
+            casement_service::runtime()?
+                .block_on(casement::run::run(config, casement_service::stop_signal()))
         }
         Command::Backfill { paths } => {
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
-            runtime()?.block_on(casement::backfill::backfill(config, paths))
+            casement_service::runtime()?.block_on(casement::backfill::backfill(config, paths))
         }
         Command::CheckConfig => {
             print!(
@@ -93,11 +89,4 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
 }

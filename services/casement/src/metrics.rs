@@ -3,7 +3,7 @@
 
 use prometheus::{IntCounterVec, Opts, Registry};
 
-use crate::sources::NAMES;
+use casement_pipeline::SourceId;
 
 #[derive(Debug, Clone)]
 pub struct LocalMetrics {
@@ -30,8 +30,8 @@ impl LocalMetrics {
             &["source"],
         )
         .expect("metric");
-        for source in NAMES {
-            source_events.with_label_values(&[source]);
+        for source in SourceId::LOCAL {
+            source_events.with_label_values(&[source.name()]);
         }
         registry
             .register(Box::new(webhook_requests.clone()))

@@ -4,10 +4,12 @@
 //! With no source configured it runs the bundled sample ([`crate::sample`]) and answers a
 //! sample question.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use casement_pipeline::Decision;
 use casement_query::api::{SearchRequest, SearchResponse};
 use casement_query::service::{app_with_openapi, load_reranker};
 use tokio::sync::oneshot;
@@ -18,7 +20,8 @@ use crate::sources::{Positions, replay, watch::Watcher};
 use crate::webhook::{self, Webhook};
 use crate::{progress, sample};
 
-pub async fn run(mut config: CasementConfig) -> anyhow::Result<()> {
+pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+    tokio::pin!(stop);
     let started = Instant::now();
     let sources = &config.sources;
     let sample_mode = sources.replay.paths.is_empty() && sources.watch.dirs.is_empty();
@@ -57,13 +60,12 @@ pub async fn run(mut config: CasementConfig) -> anyhow::Result<()> {
     if config.sources.webhook.enabled {
         router = router.merge(webhook::router(Arc::new(Webhook {
             feeder: engine.feeder.clone(),
-            waiters: engine.waiters.clone(),
             dead_letters: engine.dead_letters.clone(),
             auth: config.auth.clone(),
             max_event_bytes: config.events.max_event_bytes,
             wait: Duration::from_millis(config.sources.webhook.wait_ms),
             metrics: engine.local_metrics.clone(),
-            indexer_metrics: engine.indexer_metrics.clone(),
+            pipeline_metrics: engine.pipeline_metrics.clone(),
         })));
     }
     if config.auth.keys.is_empty() && !config.listen.ip().is_loopback() {
@@ -94,7 +96,7 @@ pub async fn run(mut config: CasementConfig) -> anyhow::Result<()> {
         let label = format!("replaying {} revision log(s)", inputs.files.len());
         tokio::select! {
             () = progress::follow(&label, engine.replay_finished.clone(), 0, total) => {}
-            () = casement_indexer::service::stop_signal() => {
+            () = &mut stop => {
                 eprintln!("stopping during the replay; it resumes where it stopped");
                 replay_task.abort();
                 return shutdown(engine, stop_http, server, None).await;
@@ -111,14 +113,14 @@ pub async fn run(mut config: CasementConfig) -> anyhow::Result<()> {
             &config.data_dir,
             engine.feeder.clone(),
         );
-        Some(tokio::spawn(watcher.run(engine.watch_resends.clone())))
+        Some(tokio::spawn(watcher.run()))
     };
     banner(&config, &engine, address, started, sample_mode);
     if sample_mode {
         sample_answer(&query_app).await;
     }
     since_make_run();
-    casement_indexer::service::stop_signal().await;
+    stop.await;
     eprintln!("stopping: finishing the events in hand");
     replay_task.abort();
     shutdown(engine, stop_http, server, watcher).await
@@ -156,7 +158,7 @@ fn banner(
         engine.events("deleted"),
         engine.events("stale"),
         engine.events("dead_lettered"),
-        engine.sentences("embedded"),
+        engine.sentences(Decision::Embedded),
     );
     let query = if sample_mode { sample::QUESTION } else { "..." };
     println!(

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use casement_indexer::revision_log::LogEvent;
+use casement_events::revision_log;
 
 use crate::config::CasementConfig;
 
@@ -65,8 +65,10 @@ pub fn prepare(config: &mut CasementConfig) -> anyhow::Result<()> {
 /// The last revision and content of every page the history does not end by deleting.
 fn latest_pages() -> anyhow::Result<BTreeMap<String, (u64, String)>> {
     let mut pages = BTreeMap::new();
-    for line in REVISIONS.lines().filter(|l| !l.trim().is_empty()) {
-        let event: LogEvent = serde_json::from_str(line).context("the bundled sample")?;
+    let (events, rejected) =
+        revision_log::parse(REVISIONS.as_bytes()).context("reading the bundled sample")?;
+    anyhow::ensure!(rejected.is_empty(), "the bundled sample: {rejected:?}");
+    for event in events {
         if event.is_delete() {
             pages.remove(&event.doc_id);
         } else {

@@ -13,8 +13,7 @@
 //! Rejected events are appended to the dead-letter file, bodies over the size limit too
 //! (without their bytes).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -24,16 +23,16 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use casement_indexer::pipeline::{Finish, Finished, now_ms};
-use casement_indexer::source::{DeadLetter, SourceMessage};
+use casement_pipeline::{
+    DeadLetter, Decision, Finished, Origin, Outcome, Reason, SourceId, now_ms,
+};
 use casement_query::config::AuthConfig;
 use casement_query::error::ApiError;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 use crate::metrics::LocalMetrics;
+use crate::sources::Feeder;
 use crate::sources::dead_letters::DeadLetterFile;
-use crate::sources::{Feeder, WEBHOOK};
 
 /// The paths and schemas `/v1/events` adds to the query service's OpenAPI document.
 const OPENAPI_EVENTS: &str = include_str!("../openapi-events.json");
@@ -64,46 +63,16 @@ pub fn openapi(config: &casement_query::QueryConfig, webhook: bool) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or(query)
 }
 
-/// Outcomes of webhook events, by offset, for the requests waiting on them.
-#[derive(Debug, Default)]
-pub struct Waiters(Mutex<HashMap<i64, oneshot::Sender<Finished>>>);
-
-impl Waiters {
-    fn register(&self, offset: i64) -> oneshot::Receiver<Finished> {
-        let (tx, rx) = oneshot::channel();
-        self.lock().insert(offset, tx);
-        rx
-    }
-
-    /// Hands a finished webhook event to its request (gone if the request timed out).
-    pub fn finish(&self, finished: Finished) {
-        if let Some(tx) = self.lock().remove(&finished.offset) {
-            let _ = tx.send(finished);
-        }
-    }
-
-    fn forget(&self, offset: i64) {
-        self.lock().remove(&offset);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, oneshot::Sender<Finished>>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
 #[derive(Debug)]
 pub struct Webhook {
     pub feeder: Feeder,
-    pub waiters: Arc<Waiters>,
     pub dead_letters: Arc<DeadLetterFile>,
     pub auth: AuthConfig,
     pub max_event_bytes: usize,
     pub wait: Duration,
     pub metrics: LocalMetrics,
     /// Counts an oversize body as a dead letter, like one the pipeline rejects.
-    pub indexer_metrics: casement_indexer::metrics::Metrics,
+    pub pipeline_metrics: casement_pipeline::Metrics,
 }
 
 pub fn router(webhook: Arc<Webhook>) -> Router {
@@ -151,26 +120,18 @@ async fn handle(
         }
         Err(rejection) => return ApiError::Malformed(rejection.body_text()).into_response(),
     };
-    let waiters = hook.waiters.clone();
-    let mut receiver = None;
     let sent = hook
         .feeder
-        .send_with(WEBHOOK, None, Some(body.to_vec()), |offset| {
-            receiver = Some(waiters.register(offset));
-        })
+        .send_waiting(SourceId::Webhook, body.to_vec())
         .await;
-    let offset = match sent {
-        Ok(offset) => offset,
+    let (offset, answer) = match sent {
+        Ok(sent) => sent,
         Err(error) => return ApiError::Unavailable(format!("{error:#}")).into_response(),
     };
-    let Some(receiver) = receiver else {
-        return ApiError::Unavailable("the event was not registered".into()).into_response();
-    };
-    match tokio::time::timeout(hook.wait, receiver).await {
+    match tokio::time::timeout(hook.wait, answer).await {
         Ok(Ok(finished)) => outcome(&finished, hook),
         Ok(Err(_)) => ApiError::Unavailable("the pipeline stopped".into()).into_response(),
         Err(_) => {
-            hook.waiters.forget(offset);
             (
                 StatusCode::ACCEPTED,
                 Json(json!({"status": "accepted",
@@ -188,31 +149,35 @@ async fn too_large(hook: &Webhook, size: usize) -> Response {
         hook.max_event_bytes
     );
     let letter = DeadLetter {
-        message: SourceMessage {
-            topic: "webhook".into(),
-            partition: WEBHOOK,
+        origin: Origin {
+            source: SourceId::Webhook,
             offset: -1,
-            key: None,
-            payload: None,
             timestamp_ms: Some(now_ms()),
         },
-        reason: "too_large",
+        key: None,
+        payload: None,
+        reason: Reason::TooLarge,
         detail: detail.clone(),
     };
     if let Err(error) = hook.dead_letters.append(&letter, Some(size)).await {
         tracing::warn!(%error, "cannot record an oversize webhook body");
     }
-    hook.indexer_metrics
+    hook.pipeline_metrics
         .dead_letters
-        .with_label_values(&["too_large"])
+        .with_label_values(&[Reason::TooLarge.as_str()])
         .inc();
-    rejected(StatusCode::PAYLOAD_TOO_LARGE, "too_large", &detail, hook)
+    rejected(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Reason::TooLarge,
+        &detail,
+        hook,
+    )
 }
 
-fn rejected(status: StatusCode, code: &str, message: &str, hook: &Webhook) -> Response {
+fn rejected(status: StatusCode, reason: Reason, message: &str, hook: &Webhook) -> Response {
     let body = json!({
         "status": "rejected",
-        "error": {"code": code, "message": message},
+        "error": {"code": reason.as_str(), "message": message},
         "dead_letter_file": hook.dead_letters.path().display().to_string(),
     });
     (status, Json(body)).into_response()
@@ -224,27 +189,25 @@ fn outcome(finished: &Finished, hook: &Webhook) -> Response {
         .clone()
         .map_or((None, None), |(d, r)| (Some(d), r));
     let mut body = json!({"doc_id": doc_id, "revision": revision});
-    match finished.finish {
-        Finish::Applied(d) | Finish::Deleted(d) => {
-            body["status"] = finished.finish.label().into();
-            body["sentences"] = json!({
-                "embedded": d.embedded,
-                "reused": d.cache_hits,
-                "payload_updated": d.payload_updated,
-                "deleted": d.deleted,
-                "unchanged": d.unchanged,
-            });
+    body["status"] = finished.outcome.label().into();
+    match finished.outcome {
+        Outcome::Applied(d) | Outcome::Deleted(d) => {
+            let sentences: serde_json::Map<String, Value> = d
+                .counts()
+                .map(|(decision, n): (Decision, usize)| (decision.as_str().to_owned(), n.into()))
+                .collect();
+            body["sentences"] = sentences.into();
         }
-        Finish::Stale => {
-            body["status"] = "stale".into();
+        Outcome::Stale { indexed_revision } => {
+            body["indexed_revision"] = indexed_revision.into();
             body["message"] = Value::from(
                 "not newer than the indexed revision (or the document's deletion): nothing changed",
             );
         }
-        Finish::DeadLettered(reason) => {
+        Outcome::DeadLettered(reason) => {
             let status = match reason {
-                "not_json" | "not_utf8" => StatusCode::BAD_REQUEST,
-                "too_large" => StatusCode::PAYLOAD_TOO_LARGE,
+                Reason::NotJson | Reason::NotUtf8 => StatusCode::BAD_REQUEST,
+                Reason::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
                 _ => StatusCode::UNPROCESSABLE_ENTITY,
             };
             let message = finished.detail.clone().unwrap_or_default();

@@ -314,24 +314,13 @@ doc_id_prefix = "kb:"
     assert!(openapi["components"]["schemas"]["EventAnswer"].is_object());
 
     // One /metrics for every part, exactly the names docs/metrics.md lists for it.
+    // Label values too: each enumerated label serves exactly the documented values.
     let (_, text) = client.get("/metrics").await;
-    let served: std::collections::BTreeSet<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .collect();
-    let docs = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/metrics.md"
-    ))
-    .unwrap();
-    let documented: std::collections::BTreeSet<&str> = docs
-        .lines()
-        .filter_map(|l| l.strip_prefix("| `"))
-        .filter_map(|rest| rest.split('`').next())
-        .filter(|name| *name != "casement_indexer_consumer_lag_messages")
-        .collect();
-    assert_eq!(served, documented, "served vs docs/metrics.md");
+    casement_testkit::metrics_doc::assert_served_as_documented(
+        &text,
+        &[""],
+        &["casement_indexer_consumer_lag_messages"],
+    );
 
     // A deleted file leaves the answers.
     std::fs::remove_file(&parking).unwrap();

@@ -21,10 +21,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use casement_indexer::metrics::Metrics;
-use casement_indexer::pipeline::{Finish, Finished};
-use casement_indexer::revision_log::LogEvent;
+use casement_events::revision_log::LogEvent;
 use casement_indexer::{replay, service};
+use casement_pipeline::Metrics;
+use casement_pipeline::{Finished, Outcome, Stage};
 use casement_store::Store;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -73,8 +73,8 @@ async fn phase(
     let mut per_event = HashMap::new();
     for i in 0..events.len() + extra {
         let finished = next_finished(&mut rx).await;
-        if let (Some((doc, Some(rev))), Finish::Applied(d) | Finish::Deleted(d)) =
-            (finished.document, finished.finish)
+        if let (Some((doc, Some(rev))), Outcome::Applied(d) | Outcome::Deleted(d)) =
+            (finished.document, finished.outcome)
         {
             per_event.insert((doc, rev), d.embedded);
         }
@@ -98,8 +98,8 @@ async fn phase(
 
     let mut freshness_ms = Vec::new();
     let stage_sums = || {
-        casement_indexer::metrics::STAGES.map(|stage| {
-            let h = metrics.stage_duration.with_label_values(&[stage]);
+        Stage::ALL.map(|stage| {
+            let h = metrics.stage_duration.with_label_values(&[stage.as_str()]);
             (h.get_sample_sum(), h.get_sample_count())
         })
     };
@@ -131,18 +131,22 @@ async fn phase(
                 .await
                 .unwrap();
             let finished = next_finished(&mut rx).await;
-            let ts = finished.timestamp_ms.expect("message timestamp");
+            let ts = finished.origin.timestamp_ms.expect("message timestamp");
             freshness_ms.push((finished.finished_ms - ts) as f64);
             tokio::time::sleep(Duration::from_millis(100)).await; // Idle between edits.
         }
     }
     if !whole {
         let after = stage_sums();
-        let per_stage: Vec<String> = casement_indexer::metrics::STAGES
+        let per_stage: Vec<String> = Stage::ALL
             .iter()
             .zip(before.iter().zip(&after))
             .map(|(stage, ((s0, _), (s1, _)))| {
-                format!("{stage} {:.1}", (s1 - s0) * 1000.0 / EDITS as f64)
+                format!(
+                    "{} {:.1}",
+                    stage.as_str(),
+                    (s1 - s0) * 1000.0 / EDITS as f64
+                )
             })
             .collect();
         println!("single edits, mean ms per stage: {}", per_stage.join(", "));
@@ -295,14 +299,5 @@ fn corpus_work(phase: &Phase, events: &[LogEvent]) -> u64 {
 }
 
 fn write(report: &serde_json::Value) {
-    let out = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-            PathBuf::from,
-        )
-        .join("bench");
-    std::fs::create_dir_all(&out).expect("create target/bench");
-    let file = out.join("pipeline.json");
-    std::fs::write(&file, serde_json::to_string_pretty(report).unwrap()).expect("write");
-    println!("wrote {}", file.display());
+    casement_testkit::write_bench_json("pipeline.json", report);
 }

@@ -1,5 +1,5 @@
 //! The admin port: `/healthz` (the process is up), `/readyz` (models loaded, store
-//! reachable, partitions assigned) and `/metrics` (Prometheus text format).
+//! reachable, partitions assigned: the `casement_indexer_partitions_assigned` gauge) and `/metrics` (Prometheus text format).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,19 +7,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::metrics::Metrics;
+use casement_pipeline::Metrics;
 
 /// Readiness flags, set by the service as it starts and by its store probe.
 #[derive(Debug, Default)]
 pub struct Readiness {
     pub models_loaded: AtomicBool,
-    pub store_reachable: AtomicBool,
-    /// Sources without partitions (local files, a webhook) set this to true.
-    pub partitions_assigned: AtomicBool,
+    /// Kept by the store probe (`casement_pipeline::factory::spawn_store_probe`).
+    pub store_reachable: Arc<AtomicBool>,
 }
 
 #[derive(Debug, Clone)]
@@ -59,10 +58,7 @@ async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
     let checks = [
         ("models_loaded", r.models_loaded.load(Ordering::Relaxed)),
         ("store_reachable", r.store_reachable.load(Ordering::Relaxed)),
-        (
-            "partitions_assigned",
-            r.partitions_assigned.load(Ordering::Relaxed),
-        ),
+        ("partitions_assigned", state.metrics.partitions.get() > 0),
     ];
     let body: String = checks
         .iter()
@@ -77,8 +73,5 @@ async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
 }
 
 async fn metrics_text(State(state): State<AdminState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
-    )
+    casement_service::metrics(&state.metrics.registry)
 }

@@ -1,14 +1,13 @@
 //! Indexer settings (see `deploy/indexer.example.toml`, which lists every key with its default).
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::time::Duration;
-
 use casement_events::DecodeConfig;
 use casement_inference::EmbedderConfig;
+pub use casement_pipeline::config::{EnrichConfig, EnrichMode, LlmConfig, PipelineConfig};
 use casement_store::StoreConfig;
 use casement_text::TextConfig;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 /// Environment variables override the file as `CASEMENT_INDEXER__<SECTION>__<KEY>`.
 pub const ENV_PREFIX: &str = "CASEMENT_INDEXER";
@@ -79,105 +78,6 @@ impl KafkaConfig {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct PipelineConfig {
-    /// Documents processed concurrently (events of one document always run in order).
-    pub lanes: usize,
-    /// Capacity of each channel between stages; a full pipeline pauses the consumer.
-    pub channel_capacity: usize,
-    /// Offsets are committed at most this often (and on revoke and shutdown).
-    pub commit_interval_ms: u64,
-    /// First retry delay after a store or model failure; doubles up to `retry_max_ms`.
-    pub retry_initial_ms: u64,
-    pub retry_max_ms: u64,
-    /// Embedding cache entries (one vector each, ~1.6 KB at 384 dimensions).
-    pub embedding_cache_entries: u64,
-    /// Models run by this many threads at once.
-    pub embed_concurrency: usize,
-}
-
-impl Default for PipelineConfig {
-    fn default() -> Self {
-        Self {
-            lanes: 4,
-            channel_capacity: 64,
-            commit_interval_ms: 200,
-            retry_initial_ms: 100,
-            retry_max_ms: 10_000,
-            embedding_cache_entries: 100_000,
-            embed_concurrency: 1,
-        }
-    }
-}
-
-impl PipelineConfig {
-    pub fn retry_initial(&self) -> Duration {
-        Duration::from_millis(self.retry_initial_ms)
-    }
-    pub fn retry_max(&self) -> Duration {
-        Duration::from_millis(self.retry_max_ms)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnrichMode {
-    /// Title and heading path: free and deterministic.
-    Structural,
-    /// One call per changed section to an OpenAI-compatible chat endpoint.
-    Llm,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EnrichConfig {
-    pub mode: EnrichMode,
-    pub llm: LlmConfig,
-}
-
-impl Default for EnrichConfig {
-    fn default() -> Self {
-        Self {
-            mode: EnrichMode::Structural,
-            llm: LlmConfig::default(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LlmConfig {
-    /// OpenAI-compatible API root, e.g. `https://api.openai.com/v1` or a local server.
-    pub base_url: String,
-    pub model: String,
-    /// Sent as a bearer token; empty for servers that need none. Prefer the environment:
-    /// `CASEMENT_INDEXER__ENRICH__LLM__API_KEY`.
-    pub api_key: String,
-    /// Part of the cache key and of `context_source`: bump it when the prompt changes.
-    pub prompt_version: String,
-    pub timeout_secs: u64,
-    /// Section text sent to the model is cut to this many characters.
-    pub max_section_chars: usize,
-    pub max_tokens: u32,
-    pub cache_entries: u64,
-}
-
-impl Default for LlmConfig {
-    fn default() -> Self {
-        Self {
-            base_url: "http://localhost:8000/v1".into(),
-            model: "gpt-4o-mini".into(),
-            api_key: String::new(),
-            prompt_version: "v1".into(),
-            timeout_secs: 30,
-            max_section_chars: 6000,
-            max_tokens: 100,
-            cache_entries: 50_000,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
     /// `/healthz`, `/readyz` and `/metrics`.
     pub listen: SocketAddr,
@@ -220,27 +120,8 @@ impl casement_config::Config for IndexerConfig {
                 return Err(format!("kafka.properties.{key} must be a string or number"));
             }
         }
-        let p = &self.pipeline;
-        if p.lanes == 0 || p.channel_capacity == 0 || p.embed_concurrency == 0 {
-            return Err(
-                "pipeline.lanes, channel_capacity and embed_concurrency must be ≥ 1".into(),
-            );
-        }
-        if p.retry_initial_ms == 0 || p.retry_max_ms < p.retry_initial_ms {
-            return Err("pipeline.retry_initial_ms must be ≥ 1 and ≤ retry_max_ms".into());
-        }
-        if self.enrich.mode == EnrichMode::Llm {
-            let llm = &self.enrich.llm;
-            if !(llm.base_url.starts_with("http://") || llm.base_url.starts_with("https://")) {
-                return Err(format!(
-                    "enrich.llm.base_url {:?} is not an http(s) URL",
-                    llm.base_url
-                ));
-            }
-            if llm.model.trim().is_empty() || llm.prompt_version.trim().is_empty() {
-                return Err("enrich.llm.model and prompt_version must not be empty".into());
-            }
-        }
+        self.pipeline.validate()?;
+        self.enrich.validate()?;
         self.embedder.validate()?;
         self.store.validate()?;
         self.text.validate()

@@ -1,23 +1,16 @@
-//! The Casement indexer service: CMS change events in, sentence points out.
+//! The Casement indexer service: Kafka in, sentence points out. The pipeline itself is
+//! `casement_pipeline` (which knows nothing of Kafka); this crate adds what is Kafka's:
 //!
-//! `run` consumes change events from Kafka into the store ([`service`], [`pipeline`]);
-//! `replay` publishes a revision log as native events ([`replay`]); `dry-run` shows the
-//! incremental plans of a revision log without a model or a store ([`dry_run`]).
-//! Sources other than Kafka plug in through [`source`].
+//! - [`kafka`]: the consumer-group source (flow control, commits, commit on revoke, lag)
+//!   and the dead-letter topic producer;
+//! - [`service`]: `run`, the service: model, store, pipeline, admin port, drain on stop;
+//! - [`admin`]: `/healthz`, `/readyz`, `/metrics`;
+//! - [`replay`]: publishes a revision log to the topic as native events.
 
 pub mod admin;
 pub mod config;
-pub mod dry_run;
-pub mod embed;
-pub mod enrich;
 pub mod kafka;
-pub mod metrics;
-pub mod offsets;
-pub mod pipeline;
-pub mod process;
 pub mod replay;
-pub mod revision_log;
 pub mod service;
-pub mod source;
 
 pub use config::IndexerConfig;

@@ -1,7 +1,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use casement_indexer::{IndexerConfig, config, dry_run, replay, service};
+use casement_indexer::{IndexerConfig, config, replay, service};
+use casement_pipeline::dry_run::{self, DryRunConfig};
 use clap::{Parser, Subcommand};
 
 /// Casement indexer: keeps a sentence-window index in step with a CMS.
@@ -42,13 +43,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    casement_service::exit(|| run(cli))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -61,16 +56,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .join("../../sample/18f-handbook/revisions.jsonl")
             });
             let stdout = std::io::stdout();
-            dry_run::run(&config, &input, &mut stdout.lock(), !quiet)?;
+            let dry_run_config = DryRunConfig {
+                text: &config.text,
+                events: &config.events,
+            };
+            dry_run::run(dry_run_config, &input, &mut stdout.lock(), !quiet)?;
         }
         Command::Run => {
-            service::init_logging(&config.log)?;
-            tokio_runtime()?.block_on(service::run(config))?;
+            casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+            casement_service::runtime()?
+                .block_on(service::run(config, casement_service::stop_signal()))?;
         }
         Command::Replay { input, pace_ms } => {
             let pace = pace_ms.map(std::time::Duration::from_millis);
-            let summary =
-                tokio_runtime()?.block_on(replay::run(&config.kafka, &input, pace, true))?;
+            let summary = casement_service::runtime()?.block_on(replay::run(
+                &config.kafka,
+                &input,
+                pace,
+                true,
+            ))?;
             if summary.skipped_lines > 0 {
                 eprintln!("{} lines skipped (see above)", summary.skipped_lines);
             }
@@ -81,11 +85,4 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         ),
     }
     Ok(())
-}
-
-fn tokio_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
 }

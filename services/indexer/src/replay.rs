@@ -5,32 +5,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use casement_events::{NativeEvent, NativeType};
+use casement_events::revision_log;
 use rdkafka::producer::FutureRecord;
 
 use crate::config::KafkaConfig;
-use crate::revision_log::{self, LogEvent};
-
-/// A log event as the native event a CMS would publish.
-pub fn native_event(event: &LogEvent) -> NativeEvent {
-    let delete = event.is_delete();
-    NativeEvent {
-        kind: if delete {
-            NativeType::Delete
-        } else {
-            NativeType::Upsert
-        },
-        doc_id: event.doc_id.clone(),
-        revision: event.revision,
-        title: event.title.clone().filter(|_| !delete),
-        format: (!delete).then(|| event.format.clone()),
-        content: (!delete).then(|| event.content.clone()),
-        tenant: None,
-        url: event.path.clone().filter(|_| !delete),
-        metadata: Default::default(),
-        event_time: event.timestamp.clone(),
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplaySummary {
@@ -54,7 +32,7 @@ pub async fn run(
     let started = Instant::now();
     let mut pending = Vec::new();
     for (i, event) in events.iter().enumerate() {
-        let payload = serde_json::to_vec(&native_event(event))?;
+        let payload = serde_json::to_vec(&event.to_native())?;
         let record = FutureRecord::to(&config.topic)
             .key(event.doc_id.as_bytes())
             .payload(&payload);

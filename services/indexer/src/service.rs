@@ -1,105 +1,56 @@
 //! `casement-indexer run`: the Kafka service. Loads the model, opens the store, joins the
-//! consumer group, runs the pipeline, serves the admin port, and drains on SIGTERM.
+//! consumer group, runs the pipeline (`casement_pipeline`), serves the admin port, and
+//! drains when the `shutdown` future its binary hands it resolves.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use casement_inference::{BlockingPool, Embed, OnnxEmbedder};
+use casement_pipeline::factory::{self, ProcessorConfig};
+use casement_pipeline::{Finished, Metrics, Offsets, Processor, Shutdown, SourceId, Stages};
 use casement_store::{AnyStore, Store};
 
 use crate::admin::{self, Readiness};
 use crate::config::IndexerConfig;
-use crate::embed::{Embedder, embedding_cache};
-use crate::enrich::Enricher;
 use crate::kafka::consumer::{self, KafkaAck};
 use crate::kafka::producer::KafkaDeadLetters;
-use crate::metrics::Metrics;
-use crate::pipeline::{self, Finished, Shutdown, Stages};
-use crate::process::Processor;
-use crate::source::Offsets;
 
-/// Loads the embedding model and opens the store: the processor every source shares.
+/// Loads the embedding model and opens the store: the processor of this service.
 pub async fn processor(
     config: &IndexerConfig,
     metrics: &Metrics,
 ) -> anyhow::Result<Processor<AnyStore>> {
-    let model = load_model(config).await?;
+    let model = factory::load_model(&config.embedder).await?;
     let store = AnyStore::open(&config.store, model.dimension())
         .await
         .map_err(|e| anyhow::anyhow!("opening the store: {e}"))?;
-    processor_over(config, metrics, model, store)
+    factory::processor(processor_config(config), metrics, model, store)
 }
 
-/// Loads the embedding model of `[embedder]`.
-pub async fn load_model(config: &IndexerConfig) -> anyhow::Result<Arc<dyn Embed>> {
-    let embedder_config = config.embedder.clone();
-    let model = tokio::task::spawn_blocking(move || OnnxEmbedder::load(&embedder_config))
-        .await?
-        .map_err(|e| anyhow::anyhow!("loading the embedding model: {e}"))?;
-    Ok(Arc::new(model))
+/// The parts of the service's config the processor reads.
+pub fn processor_config(config: &IndexerConfig) -> ProcessorConfig<'_> {
+    ProcessorConfig {
+        pipeline: &config.pipeline,
+        enrich: &config.enrich,
+        text: &config.text,
+    }
 }
 
-/// The processor over a loaded model and an open store (the all-in-one shares both with
-/// the query service).
-pub fn processor_over<S: Store>(
-    config: &IndexerConfig,
-    metrics: &Metrics,
-    model: Arc<dyn Embed>,
-    store: S,
-) -> anyhow::Result<Processor<S>> {
-    let embedder = Embedder::new(
-        BlockingPool::new(model.clone(), config.pipeline.embed_concurrency),
-        model.model_id().to_owned(),
-        embedding_cache(config.pipeline.embedding_cache_entries),
-        metrics.clone(),
-    );
-    Ok(Processor::new(
-        store,
-        embedder,
-        Enricher::new(&config.enrich, metrics)?,
-        config.text.clone(),
-        metrics.clone(),
-    ))
-}
-
-/// Every 5 s: index size gauges, and whether the store answers.
-pub fn spawn_store_probe<S: Store + Clone + 'static>(
-    store: S,
-    metrics: Metrics,
-    readiness: Arc<Readiness>,
-) {
-    tokio::spawn(async move {
-        loop {
-            match store.stats().await {
-                Ok(stats) => {
-                    metrics.points.set(stats.points as i64);
-                    metrics.documents.set(stats.documents as i64);
-                    readiness.store_reachable.store(true, Ordering::Relaxed);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "store probe failed");
-                    readiness.store_reachable.store(false, Ordering::Relaxed);
-                }
-            }
-            readiness
-                .partitions_assigned
-                .store(metrics.partitions.get() > 0, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
-    });
-}
-
-pub async fn run(config: IndexerConfig) -> anyhow::Result<()> {
+/// Runs the service until `shutdown` resolves, then drains and commits.
+pub async fn run(config: IndexerConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let readiness = Arc::new(Readiness::default());
     let address = admin::serve(config.admin.listen, metrics.clone(), readiness.clone()).await?;
     tracing::info!(%address, "admin port: /healthz /readyz /metrics");
     let processor = processor(&config, &metrics).await?;
     readiness.models_loaded.store(true, Ordering::Relaxed);
-    spawn_store_probe(processor.store.clone(), metrics.clone(), readiness.clone());
+    factory::spawn_store_probe(
+        processor.store.clone(),
+        metrics.clone(),
+        readiness.store_reachable.clone(),
+    );
     let running = start(&config, processor, None)?;
-    stop_signal().await;
+    shutdown.await;
     tracing::info!("stopping: finishing events in hand");
     let positions = running.stop().await?;
     tracing::info!(?positions, "stopped; committed");
@@ -130,7 +81,7 @@ pub fn start<S: Store + 'static>(
         topic: kafka.topic.clone(),
     });
     let (shutdown, shutdown_rx) = Shutdown::new();
-    let (input, tasks) = pipeline::spawn(
+    let (input, tasks) = casement_pipeline::spawn(
         Stages {
             processor: Arc::new(processor),
             config: config.pipeline.clone(),
@@ -162,7 +113,7 @@ pub fn start<S: Store + 'static>(
 impl Running {
     /// Stops taking messages, lets each stage finish the event in hand, commits what
     /// finished (synchronously) and leaves the group. Returns the committed positions.
-    pub async fn stop(mut self) -> anyhow::Result<Vec<(i32, i64)>> {
+    pub async fn stop(mut self) -> anyhow::Result<Vec<(SourceId, i64)>> {
         self.shutdown.trigger();
         self.consume.await?;
         while self.tasks.join_next().await.is_some() {}
@@ -170,32 +121,4 @@ impl Running {
         self.ack.commit_sync(&positions)?;
         Ok(positions)
     }
-}
-
-/// SIGTERM or Ctrl-C.
-pub async fn stop_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
-}
-
-/// Installs the `tracing` subscriber (text or JSON lines on stderr).
-pub fn init_logging(config: &crate::config::LogConfig) -> anyhow::Result<()> {
-    casement_config::logging::init(config).map_err(anyhow::Error::msg)
 }

@@ -5,10 +5,10 @@
 
 mod support;
 
-use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use casement_testkit::metrics_doc;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use support::{Broker, config, unique};
@@ -21,18 +21,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Metric names in the docs' list (the first column of its tables).
-fn documented() -> BTreeSet<String> {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/metrics.md");
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter_map(|line| line.strip_prefix("| `"))
-        .filter_map(|rest| rest.split('`').next())
-        .filter(|name| name.starts_with("casement_indexer_") || name.starts_with("casement_index_"))
-        .map(str::to_owned)
-        .collect()
-}
+/// The indexer's part of `docs/metrics.md`.
+const PREFIXES: [&str; 2] = ["casement_indexer_", "casement_index_"];
 
 async fn get(url: &str) -> (u16, String) {
     match reqwest::get(url).await {
@@ -122,16 +112,19 @@ async fn admin_port_serves_health_readiness_and_every_documented_metric() {
 
     let (status, metrics) = get(&format!("{base}/metrics")).await;
     assert_eq!(status, 200);
-    let served: BTreeSet<String> = metrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("# TYPE "))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .filter(|name| name.starts_with("casement_"))
-        .map(str::to_owned)
-        .collect();
-    let documented = documented();
+    let served = metrics_doc::served_names(&metrics, &["casement_"]);
+    let documented = metrics_doc::documented_names(&PREFIXES);
     assert_eq!(documented.len(), 16, "{documented:?}");
     assert_eq!(served, documented, "served vs docs/metrics.md");
+    // Label values as well as names: every enumerated label serves exactly the values the
+    // docs list (a value the code never records is not pre-registered, and vice versa).
+    let labels = metrics_doc::documented_labels(&PREFIXES);
+    assert_eq!(labels.len(), 6, "{labels:?}");
+    assert_eq!(
+        metrics_doc::served_labels(&metrics, &labels),
+        labels,
+        "served label values vs docs/metrics.md"
+    );
     for series in [
         "casement_indexer_events_total{outcome=\"applied\"} 2",
         "casement_indexer_events_total{outcome=\"dead_lettered\"} 1",

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use casement_indexer::config::IndexerConfig;
-use casement_indexer::metrics::Metrics;
 use casement_indexer::{replay, service};
+use casement_pipeline::Metrics;
 use casement_store::{Applied, EdgeStore, Error, Hit, HybridQuery, Result, Store, StoreStats};
 use casement_text::{ChangePlan, DocumentState, SentenceRecord};
 use support::{Broker, config, corpus, open_store, processor_over, read_log, unique};

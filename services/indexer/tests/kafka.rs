@@ -12,8 +12,8 @@ use std::time::Duration;
 use casement_indexer::kafka::producer::{
     HEADER_OFFSET, HEADER_PARTITION, HEADER_REASON, HEADER_TOPIC,
 };
-use casement_indexer::metrics::Metrics;
 use casement_indexer::{replay, service};
+use casement_pipeline::Metrics;
 use casement_store::Store;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};

@@ -7,19 +7,12 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use casement_events::{Change, Event, EventFormat};
 use casement_text::{Format, Revision};
 
-pub fn data(path: &str) -> PathBuf {
-    std::env::var_os("CASEMENT_SHARED_DATA")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-            PathBuf::from,
-        )
-        .join(path)
-}
+pub use casement_testkit::data;
 
 fn lines(path: &Path) -> Vec<serde_json::Value> {
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -45,7 +38,6 @@ fn event(doc_id: String, title: &str, format: Format, content: String) -> Event 
             format,
             content,
         }),
-        event_time_ms: None,
         format: EventFormat::Native,
     }
 }

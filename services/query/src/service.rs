@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
-use casement_inference::{BlockingPool, Embed, OnnxEmbedder, RerankerConfig};
+use casement_inference::{BlockingPool, Embed, OnnxEmbedder, load_embedder};
 use casement_store::{AnyStore, Store};
 
 use crate::config::QueryConfig;
@@ -32,14 +32,15 @@ pub async fn load_models(
 pub async fn load_reranker(config: &QueryConfig) -> anyhow::Result<Option<Reranker>> {
     let rerank = config.rerank.clone();
     let reranker = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-        let scorer: Arc<dyn Embed> = match rerank.reranker {
-            RerankerConfig::Rescoring { .. } => Arc::new(
-                OnnxEmbedder::load(&rerank.embedder)
+        let scorer = if rerank.reranker.needs_embedder() {
+            Some(
+                load_embedder(&rerank.embedder)
                     .context("loading the rescoring model ([rerank.embedder])")?,
-            ),
-            _ => return Ok(rerank.reranker.build(&embedder_placeholder())?),
+            )
+        } else {
+            None
         };
-        Ok(rerank.reranker.build(&scorer)?)
+        Ok(rerank.reranker.build(scorer)?)
     })
     .await?
     .context("loading the reranker ([rerank.reranker])")?;
@@ -47,26 +48,6 @@ pub async fn load_reranker(config: &QueryConfig) -> anyhow::Result<Option<Rerank
     // neighbours instead of the window's first tokens only.
     let max_words = (config.rerank.embedder.max_tokens * 3 / 4).max(1);
     Ok(reranker.map(|r| Reranker::new(r).with_max_words(max_words)))
-}
-
-/// Rerankers other than rescoring do not use an embedder.
-fn embedder_placeholder() -> Arc<dyn Embed> {
-    #[derive(Debug)]
-    struct Unused;
-    impl Embed for Unused {
-        fn dimension(&self) -> usize {
-            0
-        }
-        fn model_id(&self) -> &str {
-            "unused"
-        }
-        fn embed(&self, _: &[&str]) -> casement_inference::Result<Vec<Vec<f32>>> {
-            Err(casement_inference::Error::Config {
-                reason: "this reranker has no embedder".into(),
-            })
-        }
-    }
-    Arc::new(Unused)
 }
 
 /// The application over an open store (the all-in-one passes the store it indexes into).

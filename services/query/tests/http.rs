@@ -77,7 +77,6 @@ async fn search_over_http() {
         page.tenant = Some("globex".into());
         let event = casement_events::Event {
             change: casement_events::Change::Upsert(page),
-            event_time_ms: None,
             format: casement_events::EventFormat::Native,
         };
         indexer.process(&event).await.expect("index page");

@@ -1,10 +1,10 @@
 //! CloudEvents 1.0, structured JSON mode: the envelope's `data` is a native event. The
-//! envelope's `time` is the event time when the data has none.
+//! envelope's optional attributes (`time`, `subject`, ...) are not used.
 
 use serde_json::Value;
 
 use crate::native::NativeEvent;
-use crate::{Event, EventFormat, Rejection, reject, rfc3339_ms};
+use crate::{Event, EventFormat, Rejection, reject};
 
 pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
     let version = json.get("specversion").and_then(Value::as_str);
@@ -41,23 +41,15 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
             "data_base64: the data must be a JSON native event",
         ));
     }
-    let time = json.get("time").and_then(Value::as_str).map(str::to_owned);
     let data = json
         .get("data")
         .cloned()
         .ok_or_else(|| reject("schema", "CloudEvent without data"))?;
-    let mut native: NativeEvent = serde_json::from_value(data).map_err(|e| {
+    let native: NativeEvent = serde_json::from_value(data).map_err(|e| {
         reject(
             "schema",
             format!("CloudEvent data is not a native event: {e}"),
         )
     })?;
-    if native.event_time.is_none()
-        && let Some(time) = time
-    {
-        rfc3339_ms(&time)
-            .ok_or_else(|| reject("schema", format!("time {time:?} is not RFC 3339")))?;
-        native.event_time = Some(time);
-    }
     native.into_event(EventFormat::Cloudevents)
 }

@@ -151,7 +151,6 @@ pub(crate) fn decode(json: Value, config: &DecodeConfig) -> Result<Event, Reject
     };
     Ok(Event {
         change,
-        event_time_ms: source_ms.filter(|ms| *ms > 0),
         format: EventFormat::Debezium,
     })
 }
@@ -173,7 +172,6 @@ pub(crate) fn tombstone(key: Option<&[u8]>, config: &DecodeConfig) -> Result<Eve
             doc_id,
             revision: None,
         },
-        event_time_ms: None,
         format: EventFormat::Debezium,
     })
 }

@@ -14,14 +14,17 @@
 
 mod cloudevents;
 mod debezium;
+mod encode;
 mod mediawiki;
 mod native;
+pub mod revision_log;
 
 use casement_text::Revision;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use debezium::DebeziumColumns;
+pub use encode::native_json;
 pub use native::{NativeEvent, NativeType};
 
 /// The format of a message, or `auto` to tell from its shape.
@@ -82,8 +85,6 @@ pub enum Change {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     pub change: Change,
-    /// When the change happened at the source, in milliseconds since the epoch, if known.
-    pub event_time_ms: Option<i64>,
     /// The format it was decoded from.
     pub format: EventFormat,
 }
@@ -174,63 +175,5 @@ pub fn detect(json: &Value) -> EventFormat {
         EventFormat::Debezium
     } else {
         EventFormat::Native
-    }
-}
-
-/// Milliseconds since the epoch of an RFC 3339 UTC time (`2023-07-29T07:51:39Z`, fractions
-/// and offsets accepted), without a date library.
-pub(crate) fn rfc3339_ms(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    if bytes.len() < 19 {
-        return None;
-    }
-    let num = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut rest = &text[19..];
-    let mut millis = 0;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits: String = fraction.chars().take_while(char::is_ascii_digit).collect();
-        rest = &fraction[digits.len()..];
-        millis = format!("{digits:0<3}")[..3].parse::<i64>().ok()?;
-    }
-    let offset_minutes = match rest {
-        "Z" | "z" | "" => 0,
-        _ => {
-            let sign = if rest.starts_with('-') { -1 } else { 1 };
-            let hours = rest.get(1..3)?.parse::<i64>().ok()?;
-            let minutes = rest.get(4..6)?.parse::<i64>().ok()?;
-            sign * (hours * 60 + minutes)
-        }
-    };
-    // Days from civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_minutes * 60;
-    Some(seconds * 1_000 + millis)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_times() {
-        assert_eq!(rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(rfc3339_ms("2023-07-29T07:51:39Z"), Some(1_690_617_099_000));
-        assert_eq!(
-            rfc3339_ms("2021-01-01T00:00:00.5Z"),
-            Some(1_609_459_200_500)
-        );
-        assert_eq!(
-            rfc3339_ms("2021-01-01T01:00:00+01:00"),
-            Some(1_609_459_200_000)
-        );
-        assert_eq!(rfc3339_ms("yesterday"), None);
     }
 }

@@ -9,7 +9,7 @@
 use casement_text::{Format, Revision};
 use serde_json::Value;
 
-use crate::{Change, Event, EventFormat, Rejection, reject, rfc3339_ms};
+use crate::{Change, Event, EventFormat, Rejection, reject};
 
 fn text<'a>(json: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter().try_fold(json, |v, key| v.get(key))?.as_str()
@@ -28,9 +28,6 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
     let rev_id = number(&json, &["revision", "rev_id"])
         .ok_or_else(|| reject("schema", "no revision.rev_id"))?;
     let doc_id = format!("{wiki}:{page_id}");
-    let event_time_ms = text(&json, &["dt"])
-        .or_else(|| text(&json, &["meta", "dt"]))
-        .and_then(rfc3339_ms);
     let change = match kind {
         "create" | "edit" | "move" | "undelete" => {
             let content = text(
@@ -83,7 +80,6 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
     };
     Ok(Event {
         change,
-        event_time_ms,
         format: EventFormat::Mediawiki,
     })
 }

@@ -4,7 +4,7 @@ use casement_text::{Format, Revision};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{Change, Event, EventFormat, Rejection, reject, rfc3339_ms};
+use crate::{Change, Event, EventFormat, Rejection, reject};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -36,7 +36,8 @@ pub struct NativeEvent {
     /// Free-form; carried, not indexed.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
-    /// RFC 3339 time of the change at the source.
+    /// RFC 3339 time of the change at the source. Accepted so producers may send it, not
+    /// used: freshness is measured from the Kafka timestamp.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_time: Option<String>,
 }
@@ -52,15 +53,6 @@ impl NativeEvent {
         if self.doc_id.trim().is_empty() {
             return Err(reject("schema", "doc_id is empty"));
         }
-        let event_time_ms = match &self.event_time {
-            Some(time) => Some(rfc3339_ms(time).ok_or_else(|| {
-                reject(
-                    "schema",
-                    format!("event_time {time:?} is not an RFC 3339 time"),
-                )
-            })?),
-            None => None,
-        };
         let change = match self.kind {
             NativeType::Delete => Change::Delete {
                 doc_id: self.doc_id,
@@ -87,10 +79,6 @@ impl NativeEvent {
                 })
             }
         };
-        Ok(Event {
-            change,
-            event_time_ms,
-            format,
-        })
+        Ok(Event { change, format })
     }
 }

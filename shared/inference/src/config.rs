@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::remote::RemoteConfig;
+
 /// Which weights of the embedding model to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -40,9 +42,39 @@ pub fn models_dir() -> PathBuf {
     )
 }
 
+/// Where the embeddings are computed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", try_from = "String")]
+pub enum EmbedderKind {
+    /// A local ONNX model (`model_dir`, `precision`, ...).
+    #[default]
+    Onnx,
+    /// An OpenAI-compatible `/v1/embeddings` endpoint (the `openai` table).
+    Openai,
+}
+
+/// Parsed by hand so that a wrong value names the key whatever the config layer reports
+/// (the layered loader keeps serde's message but not the path).
+impl TryFrom<String> for EmbedderKind {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        match value.as_str() {
+            "onnx" => Ok(Self::Onnx),
+            "openai" => Ok(Self::Openai),
+            other => Err(format!(
+                "kind = {other:?} is not an embedder kind; expected \"onnx\" or \"openai\""
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EmbedderConfig {
+    /// `onnx` (the default: the fields below) or `openai` (the `openai` table; the ONNX
+    /// fields are then unused).
+    pub kind: EmbedderKind,
     /// A directory with `tokenizer.json` and `model.onnx` (and `model.int8.onnx`): any
     /// sentence-transformers model exported to ONNX with inputs `input_ids`,
     /// `attention_mask` (and optionally `token_type_ids`) and output `last_hidden_state`.
@@ -56,18 +88,25 @@ pub struct EmbedderConfig {
     pub batch_size: usize,
     /// Tokens per text, special tokens included; longer texts are truncated.
     pub max_tokens: usize,
+    /// The hosted endpoint of `kind = "openai"`: `base_url`, `model`, the key (from the
+    /// variable named by `api_key_env`, or `api_key`), `timeout_ms`, `batch_size`. Required
+    /// by that kind, rejected with the other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub openai: Option<RemoteConfig>,
 }
 
 impl Default for EmbedderConfig {
     fn default() -> Self {
         let models = models_dir();
         Self {
+            kind: EmbedderKind::Onnx,
             model_dir: models.join("all-MiniLM-L6-v2"),
             precision: Precision::Fp32,
             onnxruntime_library: models.join("onnxruntime/libonnxruntime.so.1.31.1"),
             threads: std::thread::available_parallelism().map_or(2, usize::from),
             batch_size: 32,
             max_tokens: 256,
+            openai: None,
         }
     }
 }
@@ -83,6 +122,26 @@ impl EmbedderConfig {
                 self.max_tokens
             ));
         }
-        Ok(())
+        match (self.kind, &self.openai) {
+            (EmbedderKind::Onnx, None) => Ok(()),
+            (EmbedderKind::Onnx, Some(_)) => Err(
+                "an `openai` table is set but kind = \"onnx\"; set kind = \"openai\" to use it"
+                    .to_owned(),
+            ),
+            (EmbedderKind::Openai, None) => {
+                Err("kind = \"openai\" needs an `openai` table with base_url and model".to_owned())
+            }
+            (EmbedderKind::Openai, Some(remote)) => {
+                if remote.base_url.trim().is_empty() || remote.model.trim().is_empty() {
+                    return Err(
+                        "kind = \"openai\" needs openai.base_url and openai.model".to_owned()
+                    );
+                }
+                if remote.batch_size == 0 {
+                    return Err("openai.batch_size must be at least 1".to_owned());
+                }
+                Ok(())
+            }
+        }
     }
 }

@@ -4,12 +4,14 @@
 //! (`tokio::task::spawn_blocking` or a dedicated thread), never from an async task.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tokenizers::{Encoding, Tokenizer, TruncationStrategy};
 
-use crate::config::EmbedderConfig;
+use crate::config::{EmbedderConfig, EmbedderKind};
 use crate::error::{Error, Result};
 use crate::onnx::{OnnxModel, PaddedBatch, load_tokenizer, longest_first};
+use crate::remote::OpenAiEmbedder;
 
 /// Something that turns texts into unit-length vectors.
 pub trait Embed: Send + Sync {
@@ -17,6 +19,26 @@ pub trait Embed: Send + Sync {
     /// A name that identifies the model and its precision (cache keys include it).
     fn model_id(&self) -> &str;
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// The embedder `config.kind` names: the local ONNX model, or the hosted OpenAI-compatible
+/// endpoint of `config.openai`. Either one embeds a probe text before returning, so a
+/// missing model, a wrong URL or key fails here, at start, and `dimension()` is what the
+/// model really returns. Blocking: call it from `spawn_blocking` or a plain thread.
+pub fn load_embedder(config: &EmbedderConfig) -> Result<Arc<dyn Embed>> {
+    config
+        .validate()
+        .map_err(|reason| Error::Config { reason })?;
+    Ok(match config.kind {
+        EmbedderKind::Onnx => Arc::new(OnnxEmbedder::load(config)?),
+        EmbedderKind::Openai => {
+            let remote = config.openai.as_ref().ok_or_else(|| Error::Config {
+                reason: "kind = \"openai\" needs an `openai` table with base_url and model"
+                    .to_owned(),
+            })?;
+            Arc::new(OpenAiEmbedder::connect(remote)?)
+        }
+    })
 }
 
 #[derive(Debug)]

@@ -14,8 +14,8 @@ pub mod remote;
 pub mod rerank;
 mod runtime;
 
-pub use config::{EmbedderConfig, Precision, models_dir};
-pub use embedder::{Embed, OnnxEmbedder, cosine};
+pub use config::{EmbedderConfig, EmbedderKind, Precision, models_dir};
+pub use embedder::{Embed, OnnxEmbedder, cosine, load_embedder};
 pub use error::{Error, Result};
 pub use pool::BlockingPool;
 pub use remote::{OpenAiEmbedder, RemoteConfig, RemoteReranker};

@@ -233,9 +233,16 @@ pub enum RerankerConfig {
 }
 
 impl RerankerConfig {
-    /// Builds the reranker; `None` means keep retrieval order. A missing model or an
-    /// unreachable setting fails here, at start.
-    pub fn build(&self, embedder: &Arc<dyn Embed>) -> Result<Option<Arc<dyn Rerank>>> {
+    /// Whether [`Self::build`] needs an embedder (rescoring); the others load their own
+    /// model or none, so callers load an embedder only when this says so.
+    pub fn needs_embedder(&self) -> bool {
+        matches!(self, Self::Rescoring { .. })
+    }
+
+    /// Builds the reranker; `None` means keep retrieval order. `embedder` is used by
+    /// rescoring only (see [`Self::needs_embedder`]); rescoring without one is an error. A
+    /// missing model or an unreachable setting fails here, at start.
+    pub fn build(&self, embedder: Option<Arc<dyn Embed>>) -> Result<Option<Arc<dyn Rerank>>> {
         Ok(match self {
             Self::None => None,
             Self::Rescoring { weight } => {
@@ -244,7 +251,10 @@ impl RerankerConfig {
                         reason: format!("rescoring weight {weight} must be between 0 and 1"),
                     });
                 }
-                Some(Arc::new(Rescoring::new(embedder.clone(), *weight)))
+                let embedder = embedder.ok_or_else(|| Error::Config {
+                    reason: "the rescoring reranker needs an embedder".to_owned(),
+                })?;
+                Some(Arc::new(Rescoring::new(embedder, *weight)))
             }
             Self::CrossEncoder(config) => Some(Arc::new(CrossEncoder::load(config)?)),
             Self::Remote(config) => Some(Arc::new(crate::remote::RemoteReranker::new(config)?)),

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use casement_inference::{Embed, EmbedderConfig, OnnxEmbedder, Precision};
+use casement_inference::{Embed, EmbedderConfig, OnnxEmbedder, Precision, load_embedder};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -90,6 +90,21 @@ fn a_missing_model_is_a_clear_error() {
     assert!(
         error.contains("/nonexistent/model/model.onnx") && error.contains("make models"),
         "{error}"
+    );
+}
+
+/// The default config (no `kind`) loads the same ONNX model through `load_embedder`.
+#[test]
+fn load_embedder_without_a_kind_is_the_onnx_model() {
+    let config = EmbedderConfig::default();
+    let direct = OnnxEmbedder::load(&config).expect("model loads");
+    let loaded = load_embedder(&config).expect("model loads");
+    assert_eq!(loaded.model_id(), direct.model_id());
+    assert_eq!(loaded.dimension(), 384);
+    let text = ["How do I request leave?"];
+    assert_eq!(
+        loaded.embed(&text).expect("embeds"),
+        direct.embed(&text).expect("embeds")
     );
 }
 

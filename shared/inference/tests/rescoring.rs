@@ -81,17 +81,17 @@ fn rerankers_are_chosen_by_config_and_the_default_keeps_retrieval_order() {
         Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model loads"));
     assert!(
         RerankerConfig::default()
-            .build(&embedder)
+            .build(None)
             .expect("builds")
             .is_none()
     );
     let rescoring = RerankerConfig::Rescoring { weight: 0.4 }
-        .build(&embedder)
+        .build(Some(embedder.clone()))
         .expect("builds")
         .expect("a reranker");
     assert!(rescoring.name().starts_with("rescoring:"));
     let error = RerankerConfig::Rescoring { weight: 1.5 }
-        .build(&embedder)
+        .build(Some(embedder.clone()))
         .err()
         .expect("rejected")
         .to_string();
@@ -100,10 +100,6 @@ fn rerankers_are_chosen_by_config_and_the_default_keeps_retrieval_order() {
         serde_json::json!({"kind": "cross-encoder", "model_dir": "/nonexistent/ce"}),
     )
     .expect("parses");
-    let error = parsed
-        .build(&embedder)
-        .err()
-        .expect("missing model")
-        .to_string();
+    let error = parsed.build(None).err().expect("missing model").to_string();
     assert!(error.contains("/nonexistent/ce"), "{error}");
 }

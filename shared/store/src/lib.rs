@@ -4,12 +4,13 @@
 //! - [`ServerStore`]: a Qdrant server or cluster through `qdrant-client` (gRPC).
 //!
 //! Both create the same schema (see [`schema`]), compute the same BM25 sparse vectors
-//! ([`bm25`]) and pass the same contract suite (`tests/contract.rs`).
+//! ([`bm25`]) and pass the same contract suite (`tests/contract/mod.rs`).
 //!
 //! The index itself is the state (DESIGN.md): the differ plans from [`Store::records`], and
 //! [`Store::apply`] writes a plan in its operation order (upserts, payload updates,
 //! deletes, revision stamp, document state), so a write cut off anywhere heals when the
-//! same revision is planned against what the store returns and applied again.
+//! same revision is planned against what the store returns and applied again. That order
+//! is planned once, in `write_steps`; each backend only executes the steps.
 
 mod any;
 pub mod bm25;
@@ -18,6 +19,7 @@ mod edge;
 mod error;
 pub mod schema;
 mod server;
+mod write_steps;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -140,28 +142,6 @@ pub async fn delete_document<S: Store>(store: &S, doc_id: &str, revision: u64) -
     let current = store.records(doc_id).await?;
     let plan = casement_text::plan_delete(&current, doc_id, revision);
     store.apply(&plan, &[]).await
-}
-
-/// Checks a plan's vectors before anything is written.
-pub(crate) fn check_vectors(
-    plan: &ChangePlan,
-    vectors: &[Vec<f32>],
-    dimension: usize,
-) -> Result<()> {
-    if vectors.len() != plan.embed.len() {
-        return Err(Error::VectorCount {
-            doc_id: plan.doc_id.clone(),
-            records: plan.embed.len(),
-            vectors: vectors.len(),
-        });
-    }
-    if let Some(bad) = vectors.iter().find(|v| v.len() != dimension) {
-        return Err(Error::Dimension {
-            expected: dimension,
-            got: bad.len(),
-        });
-    }
-    Ok(())
 }
 
 /// The revision fence at the store: the same rule the pipeline applies before planning.

@@ -6,8 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use casement_indexer::pipeline::now_ms;
-use casement_indexer::source::{DeadLetter, DeadLetterSink};
+use casement_pipeline::{DeadLetter, DeadLetterSink, now_ms};
 use serde_json::json;
 
 #[derive(Debug)]
@@ -30,22 +29,21 @@ impl DeadLetterFile {
 
     /// Appends one line. The payload is kept as text when it is UTF-8, else as base64.
     pub async fn append(&self, letter: &DeadLetter, size: Option<usize>) -> anyhow::Result<()> {
-        let message = &letter.message;
         let mut line = json!({
             "time_ms": now_ms(),
-            "source": message.topic,
-            "offset": message.offset,
-            "reason": letter.reason,
+            "source": letter.origin.source.name(),
+            "offset": letter.origin.offset,
+            "reason": letter.reason.as_str(),
             "detail": letter.detail,
         });
-        if let Some(key) = &message.key {
+        if let Some(key) = &letter.key {
             line["key"] = String::from_utf8_lossy(key).into();
         }
-        match message.payload.as_deref().map(std::str::from_utf8) {
+        match letter.payload.as_deref().map(std::str::from_utf8) {
             Some(Ok(text)) => line["payload"] = text.into(),
             Some(Err(_)) => {
                 line["payload_base64"] = base64::engine::general_purpose::STANDARD
-                    .encode(message.payload.as_deref().unwrap_or_default())
+                    .encode(letter.payload.as_deref().unwrap_or_default())
                     .into();
             }
             None => {}

@@ -1,36 +1,26 @@
-//! Local event sources: a revision-log replay, watched folders and the webhook. They feed
-//! the indexer's own pipeline (`casement_indexer::pipeline`) through its source interface
-//! (`casement_indexer::source`): each source is one partition, its messages numbered in
-//! order, and the pipeline's commits (only past durably written or dead-lettered events)
-//! move the replay position kept in `<data_dir>/sources.json`.
+//! Local event sources: a revision-log replay, watched folders and the webhook. Each is a
+//! source of the pipeline (`casement_pipeline::source`) with its own [`SourceId`] and its
+//! messages numbered in the order it sends them. Replay and watch hand the pipeline events
+//! they built; the webhook hands it bytes to decode and waits for the outcome. The
+//! pipeline's commits (only past durably written, stale or dead-lettered events) move the
+//! replay position kept in `<data_dir>/sources.json`.
 
 pub mod dead_letters;
 pub mod replay;
 pub mod watch;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use casement_indexer::pipeline::now_ms;
-use casement_indexer::source::{Acknowledge, Offsets, SourceMessage};
+use casement_events::{EventFormat, NativeEvent};
+use casement_pipeline::{
+    Acknowledge, Body, Finished, Offsets, Origin, SourceId, SourceMessage, now_ms,
+};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::metrics::LocalMetrics;
-
-/// Partition numbers of the local sources.
-pub const REPLAY: i32 = 0;
-pub const WATCH: i32 = 1;
-pub const WEBHOOK: i32 = 2;
-pub const NAMES: [&str; 3] = ["replay", "watch", "webhook"];
-
-pub fn name(partition: i32) -> &'static str {
-    usize::try_from(partition)
-        .ok()
-        .and_then(|p| NAMES.get(p))
-        .copied()
-        .unwrap_or("unknown")
-}
 
 /// Hands messages to the pipeline: per source, offsets in increasing order, each marked
 /// started before it is sent. Waits while the pipeline is full.
@@ -38,7 +28,7 @@ pub fn name(partition: i32) -> &'static str {
 pub struct Feeder {
     input: mpsc::Sender<SourceMessage>,
     offsets: Offsets,
-    next: Arc<[Mutex<i64>; 3]>,
+    next: Arc<HashMap<SourceId, Mutex<i64>>>,
     metrics: LocalMetrics,
 }
 
@@ -50,48 +40,82 @@ impl Feeder {
         replay_start: i64,
         metrics: LocalMetrics,
     ) -> Self {
+        let next = SourceId::LOCAL
+            .into_iter()
+            .map(|source| {
+                let start = if source == SourceId::Replay {
+                    replay_start
+                } else {
+                    0
+                };
+                (source, Mutex::new(start))
+            })
+            .collect();
         Self {
             input,
             offsets,
-            next: Arc::new([Mutex::new(replay_start), Mutex::new(0), Mutex::new(0)]),
+            next: Arc::new(next),
             metrics,
         }
     }
 
-    /// Sends one event; returns its offset.
-    pub async fn send(
+    /// Sends a native event a source built (replay, watch), as an event: the pipeline does
+    /// not decode it again. One that is not a valid event goes as its JSON bytes, so the
+    /// decoder rejects it to the dead letters like any other. `resend` marks a start-up
+    /// resend.
+    pub async fn send_native(
         &self,
-        partition: i32,
-        key: Option<Vec<u8>>,
-        payload: Option<Vec<u8>>,
+        source: SourceId,
+        native: NativeEvent,
+        resend: bool,
     ) -> anyhow::Result<i64> {
-        self.send_with(partition, key, payload, |_| {}).await
+        let key = Some(native.doc_id.as_bytes().to_vec());
+        let body = match native.clone().into_event(EventFormat::Native) {
+            Ok(event) => Body::Event(Box::new(event)),
+            Err(_) => Body::Bytes(Some(serde_json::to_vec(&native)?)),
+        };
+        self.send(source, key, body, resend, None).await
     }
 
-    /// Sends one event, calling `before` with its offset before the pipeline can see it
-    /// (the webhook registers for the outcome there).
-    pub async fn send_with(
+    /// Sends bytes to decode (the webhook); the receiver gets the outcome once durable.
+    pub async fn send_waiting(
         &self,
-        partition: i32,
+        source: SourceId,
+        bytes: Vec<u8>,
+    ) -> anyhow::Result<(i64, oneshot::Receiver<Finished>)> {
+        let (reply, outcome) = oneshot::channel();
+        let offset = self
+            .send(source, None, Body::Bytes(Some(bytes)), false, Some(reply))
+            .await?;
+        Ok((offset, outcome))
+    }
+
+    async fn send(
+        &self,
+        source: SourceId,
         key: Option<Vec<u8>>,
-        payload: Option<Vec<u8>>,
-        before: impl FnOnce(i64),
+        body: Body,
+        resend: bool,
+        reply: Option<oneshot::Sender<Finished>>,
     ) -> anyhow::Result<i64> {
-        let slot = usize::try_from(partition)
-            .ok()
-            .and_then(|p| self.next.get(p))
-            .ok_or_else(|| anyhow::anyhow!("no local source {partition}"))?;
+        let slot = self
+            .next
+            .get(&source)
+            .ok_or_else(|| anyhow::anyhow!("{source} is not a local source"))?;
         let mut next = slot.lock().await;
         let offset = *next;
-        before(offset);
-        self.offsets.started(partition, offset);
-        let message = SourceMessage {
-            topic: name(partition).to_owned(),
-            partition,
+        self.offsets.started(source, offset);
+        let origin = Origin {
+            source,
             offset,
-            key,
-            payload,
             timestamp_ms: Some(now_ms()),
+        };
+        let message = SourceMessage {
+            origin,
+            key,
+            body,
+            resend,
+            reply,
         };
         self.input
             .send(message)
@@ -100,7 +124,7 @@ impl Feeder {
         *next += 1;
         self.metrics
             .source_events
-            .with_label_values(&[name(partition)])
+            .with_label_values(&[source.name()])
             .inc();
         Ok(offset)
     }
@@ -166,8 +190,8 @@ impl LocalAck {
 }
 
 impl Acknowledge for LocalAck {
-    fn commit(&self, positions: &[(i32, i64)]) {
-        let Some(&(_, next)) = positions.iter().find(|(p, _)| *p == REPLAY) else {
+    fn commit(&self, positions: &[(SourceId, i64)]) {
+        let Some(&(_, next)) = positions.iter().find(|(s, _)| *s == SourceId::Replay) else {
             return;
         };
         let mut saved = self

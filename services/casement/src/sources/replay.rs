@@ -1,16 +1,16 @@
 //! Replay: revision logs (the shape of `../shared/data/revisions`: create, update, rename,
 //! delete; JSONL, optionally `.gz`; a directory means every log in it, by name) sent to
-//! the pipeline as native events, optionally paced. The same conversion as the Kafka
-//! indexer's `replay` command (`casement_indexer::replay::native_event`).
+//! the pipeline as events, optionally paced. The same conversion as the Kafka indexer's
+//! `replay` command (`casement_events::revision_log::LogEvent::to_native`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use casement_indexer::replay::native_event;
-use casement_indexer::revision_log::{self, LogEvent};
+use casement_events::revision_log::{self, LogEvent};
+use casement_pipeline::SourceId;
 
-use super::{Feeder, REPLAY};
+use super::Feeder;
 
 /// The events of every input, in order, and what identifies the inputs.
 #[derive(Debug, Default)]
@@ -71,10 +71,9 @@ pub async fn run(
     start: usize,
     pace: Option<Duration>,
 ) -> anyhow::Result<()> {
-    for event in events.into_iter().skip(start) {
-        let payload = serde_json::to_vec(&native_event(&event))?;
+    for event in events.iter().skip(start) {
         feeder
-            .send(REPLAY, Some(event.doc_id.into_bytes()), Some(payload))
+            .send_native(SourceId::Replay, event.to_native(), false)
             .await?;
         if let Some(pace) = pace {
             tokio::time::sleep(pace).await;

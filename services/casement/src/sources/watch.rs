@@ -11,14 +11,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use casement_events::{NativeEvent, NativeType};
 use serde::{Deserialize, Serialize};
 
-use super::{Feeder, WATCH, read_state, write_state};
+use casement_pipeline::SourceId;
+
+use super::{Feeder, read_state, write_state};
 
 /// What was sent for each document, under the data directory.
 const STATE_FILE: &str = "watch.json";
@@ -191,10 +191,9 @@ impl Watcher {
         }
     }
 
-    /// Sends every known document again (its first messages of this run: their count is
-    /// stored in `resends` before they are sent), then scans every `poll_ms` until the
-    /// pipeline stops.
-    pub async fn run(mut self, resends: Arc<AtomicI64>) -> anyhow::Result<()> {
+    /// Sends every known document again (marked as resends: not news), then scans every
+    /// `poll_ms` until the pipeline stops.
+    pub async fn run(mut self) -> anyhow::Result<()> {
         let mut known = Vec::new();
         for (doc_id, entry) in &self.state {
             if entry.deleted {
@@ -206,12 +205,12 @@ impl Watcher {
                 known.push((doc_id.clone(), entry.clone(), Some((format, content))));
             }
         }
-        resends.store(known.len() as i64, Ordering::Relaxed);
         for (doc_id, entry, file) in known {
             match file {
-                None => self.send_delete(&doc_id, entry.revision).await?,
+                None => self.send_delete(&doc_id, entry.revision, true).await?,
                 Some((format, content)) => {
-                    self.send_upsert(&doc_id, &entry.path, format, content, entry.revision)
+                    let revision = entry.revision;
+                    self.send_upsert(&doc_id, &entry.path, format, content, revision, true)
                         .await?;
                 }
             }
@@ -268,8 +267,15 @@ impl Watcher {
             dirty = true;
             if !unchanged {
                 tracing::info!(doc_id = %file.doc_id, revision, "file saved: indexing the new revision");
-                self.send_upsert(&file.doc_id, &file.path, file.format, content, revision)
-                    .await?;
+                self.send_upsert(
+                    &file.doc_id,
+                    &file.path,
+                    file.format,
+                    content,
+                    revision,
+                    false,
+                )
+                .await?;
                 sent += 1;
             }
         }
@@ -288,7 +294,7 @@ impl Watcher {
             let revision = entry.revision;
             dirty = true;
             tracing::info!(%doc_id, revision, "file removed: deleting the document");
-            self.send_delete(&doc_id, revision).await?;
+            self.send_delete(&doc_id, revision, false).await?;
             sent += 1;
         }
         // Once per scan, not per file. A crash before it only means the files are found
@@ -313,6 +319,7 @@ impl Watcher {
         format: &str,
         content: String,
         revision: u64,
+        resend: bool,
     ) -> anyhow::Result<()> {
         let event = NativeEvent {
             kind: NativeType::Upsert,
@@ -326,10 +333,10 @@ impl Watcher {
             metadata: Default::default(),
             event_time: None,
         };
-        self.send(doc_id, &event).await
+        self.send(event, resend).await
     }
 
-    async fn send_delete(&self, doc_id: &str, revision: u64) -> anyhow::Result<()> {
+    async fn send_delete(&self, doc_id: &str, revision: u64, resend: bool) -> anyhow::Result<()> {
         let event = NativeEvent {
             kind: NativeType::Delete,
             doc_id: doc_id.to_owned(),
@@ -342,13 +349,12 @@ impl Watcher {
             metadata: Default::default(),
             event_time: None,
         };
-        self.send(doc_id, &event).await
+        self.send(event, resend).await
     }
 
-    async fn send(&self, doc_id: &str, event: &NativeEvent) -> anyhow::Result<()> {
-        let payload = serde_json::to_vec(event)?;
+    async fn send(&self, event: NativeEvent, resend: bool) -> anyhow::Result<()> {
         self.feeder
-            .send(WATCH, Some(doc_id.as_bytes().to_vec()), Some(payload))
+            .send_native(SourceId::Watch, event, resend)
             .await
             .map(|_| ())
     }

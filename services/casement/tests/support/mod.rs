@@ -10,14 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-pub fn data(path: &str) -> PathBuf {
-    std::env::var_os("CASEMENT_SHARED_DATA")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-            PathBuf::from,
-        )
-        .join(path)
-}
+pub use casement_testkit::{data, eventually};
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -200,17 +193,4 @@ pub fn contains(windows: &[Value], needle: &str) -> bool {
     windows
         .iter()
         .any(|w| squash(w["text"].as_str().unwrap_or("")).contains(&needle))
-}
-
-/// Polls `check` every 200 ms until it holds or `timeout` passes.
-pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(Instant::now() < deadline, "not within {timeout:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }

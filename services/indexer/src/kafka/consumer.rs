@@ -14,9 +14,9 @@ use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
+use casement_pipeline::{Acknowledge, Body, Metrics, Offsets, Origin, SourceId, SourceMessage};
+
 use crate::config::KafkaConfig;
-use crate::metrics::Metrics;
-use crate::source::{Acknowledge, Offsets, SourceMessage};
 
 pub type KafkaConsumer = StreamConsumer<SourceContext>;
 
@@ -43,7 +43,7 @@ impl ClientContext for SourceContext {
         };
         let tracked = self.offsets.lock();
         for (&partition, stats) in &topic.partitions {
-            if tracked.contains_key(&partition) && stats.consumer_lag >= 0 {
+            if tracked.contains_key(&SourceId::Kafka { partition }) && stats.consumer_lag >= 0 {
                 self.metrics
                     .consumer_lag
                     .with_label_values(&[&partition.to_string()])
@@ -68,7 +68,7 @@ impl ConsumerContext for SourceContext {
                 .metrics
                 .consumer_lag
                 .remove_label_values(&[&partition.to_string()]);
-            if let Some(state) = tracked.remove(&partition)
+            if let Some(state) = tracked.remove(&SourceId::Kafka { partition })
                 && let Some(next) = state.committable()
                 && let Err(error) =
                     positions.add_partition_offset(element.topic(), partition, Offset::Offset(next))
@@ -174,15 +174,17 @@ pub async fn consume(
             },
             received = consumer.recv() => match received {
                 Ok(message) => {
-                    let message = SourceMessage {
-                        topic: message.topic().to_owned(),
-                        partition: message.partition(),
+                    let origin = Origin {
+                        source: SourceId::Kafka { partition: message.partition() },
                         offset: message.offset(),
-                        key: message.key().map(<[u8]>::to_vec),
-                        payload: message.payload().map(<[u8]>::to_vec),
                         timestamp_ms: message.timestamp().to_millis(),
                     };
-                    offsets.started(message.partition, message.offset);
+                    let message = SourceMessage::new(
+                        origin,
+                        message.key().map(<[u8]>::to_vec),
+                        Body::Bytes(message.payload().map(<[u8]>::to_vec)),
+                    );
+                    offsets.started(origin.source, origin.offset);
                     backlog.push_back(message);
                     if paused {
                         set_paused(&consumer, true); // Partitions assigned meanwhile.
@@ -227,16 +229,19 @@ impl std::fmt::Debug for KafkaAck {
 }
 
 impl KafkaAck {
-    fn list(&self, positions: &[(i32, i64)]) -> TopicPartitionList {
+    /// The Kafka partitions among `positions` (other sources have none here).
+    fn list(&self, positions: &[(SourceId, i64)]) -> TopicPartitionList {
         let mut list = TopicPartitionList::new();
-        for &(partition, next) in positions {
-            let _ = list.add_partition_offset(&self.topic, partition, Offset::Offset(next));
+        for &(source, next) in positions {
+            if let SourceId::Kafka { partition } = source {
+                let _ = list.add_partition_offset(&self.topic, partition, Offset::Offset(next));
+            }
         }
         list
     }
 
     /// A synchronous commit, for shutdown.
-    pub fn commit_sync(&self, positions: &[(i32, i64)]) -> anyhow::Result<()> {
+    pub fn commit_sync(&self, positions: &[(SourceId, i64)]) -> anyhow::Result<()> {
         if positions.is_empty() {
             return Ok(());
         }
@@ -247,7 +252,7 @@ impl KafkaAck {
 }
 
 impl Acknowledge for KafkaAck {
-    fn commit(&self, positions: &[(i32, i64)]) {
+    fn commit(&self, positions: &[(SourceId, i64)]) {
         if let Err(error) = self
             .consumer
             .commit(&self.list(positions), CommitMode::Async)

@@ -5,8 +5,9 @@ use std::time::Duration;
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
+use casement_pipeline::{DeadLetter, DeadLetterSink, SourceId};
+
 use crate::config::KafkaConfig;
-use crate::source::{DeadLetter, DeadLetterSink};
 
 /// Header names on a dead letter (values are UTF-8 strings).
 pub const HEADER_REASON: &str = "casement.dlq.reason";
@@ -35,6 +36,8 @@ pub fn producer(config: &KafkaConfig) -> anyhow::Result<FutureProducer> {
 pub struct KafkaDeadLetters {
     producer: FutureProducer,
     topic: String,
+    /// The topic the letters' messages were consumed from.
+    source_topic: String,
 }
 
 impl std::fmt::Debug for KafkaDeadLetters {
@@ -50,19 +53,22 @@ impl KafkaDeadLetters {
         Ok(Self {
             producer: producer(config)?,
             topic: config.dead_letter_topic(),
+            source_topic: config.topic.clone(),
         })
     }
 }
 
 impl DeadLetterSink for KafkaDeadLetters {
     async fn send(&self, letter: &DeadLetter) -> anyhow::Result<()> {
-        let source = &letter.message;
-        let partition = source.partition.to_string();
-        let offset = source.offset.to_string();
+        let partition = match letter.origin.source {
+            SourceId::Kafka { partition } => partition.to_string(),
+            other => other.name().to_owned(),
+        };
+        let offset = letter.origin.offset.to_string();
         let headers = OwnedHeaders::new()
             .insert(Header {
                 key: HEADER_REASON,
-                value: Some(letter.reason),
+                value: Some(letter.reason.as_str()),
             })
             .insert(Header {
                 key: HEADER_MESSAGE,
@@ -70,7 +76,7 @@ impl DeadLetterSink for KafkaDeadLetters {
             })
             .insert(Header {
                 key: HEADER_TOPIC,
-                value: Some(&source.topic),
+                value: Some(&self.source_topic),
             })
             .insert(Header {
                 key: HEADER_PARTITION,
@@ -82,10 +88,10 @@ impl DeadLetterSink for KafkaDeadLetters {
             });
         let mut record: FutureRecord<'_, [u8], [u8]> =
             FutureRecord::to(&self.topic).headers(headers);
-        if let Some(key) = &source.key {
+        if let Some(key) = &letter.key {
             record = record.key(key.as_slice());
         }
-        if let Some(payload) = &source.payload {
+        if let Some(payload) = &letter.payload {
             record = record.payload(payload.as_slice());
         }
         self.producer

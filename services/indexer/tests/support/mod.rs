@@ -3,39 +3,24 @@
 //! and the rebuild a stream must end equal to.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use casement_indexer::config::{EnrichConfig, IndexerConfig, KafkaConfig};
-use casement_indexer::embed::{Embedder, embedding_cache};
-use casement_indexer::enrich::Enricher;
-use casement_indexer::metrics::Metrics;
-use casement_indexer::process::Processor;
-use casement_indexer::revision_log::{self, LogEvent};
-use casement_inference::{BlockingPool, Embed, EmbedderConfig, OnnxEmbedder, cosine};
-use casement_store::{EdgeStore, Store, StoreConfig};
-use casement_text::{TextConfig, plan_upsert};
+use casement_indexer::config::{IndexerConfig, KafkaConfig};
+use casement_inference::Embed;
+use casement_pipeline::{EnrichConfig, Metrics, Processor};
+use casement_store::{EdgeStore, Store};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use rdkafka::{Offset, TopicPartitionList};
 
-pub fn model() -> Arc<OnnxEmbedder> {
-    static MODEL: OnceLock<Arc<OnnxEmbedder>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model (make models)"))
-        })
-        .clone()
-}
+#[allow(unused_imports)] // Each test binary uses some of them.
+pub use casement_testkit::{assert_equals_rebuild, final_events, model, read_log};
 
 pub fn open_store(dir: &Path) -> EdgeStore {
-    let mut config = StoreConfig::default();
-    config.edge.path = dir.join("index");
-    EdgeStore::open(&config, model().dimension()).expect("store")
+    casement_testkit::open_store(dir, model().dimension())
 }
 
 pub fn processor_over<S: Store>(
@@ -43,34 +28,12 @@ pub fn processor_over<S: Store>(
     enrich: &EnrichConfig,
     metrics: &Metrics,
 ) -> Processor<S> {
-    let model = model();
-    let embedder = Embedder::new(
-        BlockingPool::new(model.clone(), 1),
-        model.model_id().to_owned(),
-        embedding_cache(100_000),
-        metrics.clone(),
-    );
-    let enricher = Enricher::new(enrich, metrics).expect("enricher");
-    Processor::new(
-        store,
-        embedder,
-        enricher,
-        TextConfig::default(),
-        metrics.clone(),
-    )
+    casement_testkit::processor(store, model(), enrich, metrics)
 }
 
 /// `../shared/data/revisions/18f-handbook/<name>` (next to the repository).
 pub fn corpus(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/revisions/18f-handbook")
-        .join(name)
-}
-
-pub fn read_log(path: &Path) -> Vec<LogEvent> {
-    let (events, rejected) = revision_log::read(path).expect("revision log");
-    assert!(rejected.is_empty(), "{rejected:?}");
-    events
+    casement_testkit::data(&format!("revisions/18f-handbook/{name}"))
 }
 
 /// Kills the child process when dropped (a failed assertion leaves no indexer behind).
@@ -259,78 +222,4 @@ pub async fn wait_committed_to_end(
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// The final event of each document.
-pub fn final_events(events: &[LogEvent]) -> BTreeMap<String, LogEvent> {
-    let mut last = BTreeMap::new();
-    for event in events {
-        last.insert(event.doc_id.clone(), event.clone());
-    }
-    last
-}
-
-/// The store holds exactly what indexing only each document's final revision stores: the
-/// same records (ids, payloads), document states, and vectors equal to a fresh embedding of
-/// each record's embedding input (`check_vectors`: all, or every n-th record).
-pub async fn assert_equals_rebuild<S: Store>(store: &S, events: &[LogEvent], check_vectors: usize) {
-    let model = model();
-    let mut vectors_checked = 0;
-    for (doc_id, event) in final_events(events) {
-        let mut stored = store.records(&doc_id).await.expect("records");
-        stored.sort_by_key(|r| r.id);
-        let state = store
-            .document(&doc_id)
-            .await
-            .expect("document")
-            .unwrap_or_else(|| {
-                panic!(
-                    "{doc_id}: no document state (final: {} at {})",
-                    event.change, event.revision
-                )
-            });
-        assert_eq!(state.revision, event.revision, "{doc_id}: indexed revision");
-        if event.is_delete() {
-            assert!(state.deleted, "{doc_id}: tombstone");
-            assert!(
-                stored.is_empty(),
-                "{doc_id}: deleted, yet {} points",
-                stored.len()
-            );
-            continue;
-        }
-        assert!(!state.deleted, "{doc_id}");
-        let revision = event.to_revision().expect("revision");
-        let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
-        let mut rebuild = plan.embed;
-        rebuild.sort_by_key(|r| r.id);
-        assert_eq!(stored.len(), rebuild.len(), "{doc_id}: point count");
-        assert_eq!(stored, rebuild, "{doc_id}: records equal the rebuild");
-        assert_eq!(state.sentence_count as usize, rebuild.len(), "{doc_id}");
-        let ids: Vec<_> = stored
-            .iter()
-            .map(|r| r.id)
-            .step_by(check_vectors.max(1))
-            .collect();
-        if ids.is_empty() {
-            continue;
-        }
-        let got = store.dense_vectors(&ids).await.expect("vectors");
-        let inputs: Vec<String> = stored
-            .iter()
-            .step_by(check_vectors.max(1))
-            .map(|r| r.embedding_input())
-            .collect();
-        let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
-        let want = model.embed(&refs).expect("embed");
-        for (id, want) in ids.iter().zip(&want) {
-            let similarity = cosine(&got[id], want);
-            assert!(
-                similarity > 0.9999,
-                "{doc_id} {id}: vector differs (cosine {similarity})"
-            );
-            vectors_checked += 1;
-        }
-    }
-    assert!(vectors_checked > 0 || check_vectors == 0);
 }

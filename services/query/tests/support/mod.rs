@@ -4,16 +4,13 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use casement_events::{Change, Event, EventFormat};
-use casement_indexer::config::EnrichConfig;
-use casement_indexer::embed::{Embedder, embedding_cache};
-use casement_indexer::enrich::Enricher;
-use casement_indexer::metrics::Metrics as IndexerMetrics;
-use casement_indexer::process::Processor;
-use casement_inference::{BlockingPool, Embed};
+use casement_inference::Embed;
+use casement_pipeline::factory::{self, ProcessorConfig};
+use casement_pipeline::{EnrichConfig, Metrics as PipelineMetrics, PipelineConfig, Processor};
 use casement_query::search::Reranker;
 use casement_query::{App, QueryConfig};
 use casement_store::{EdgeStore, StoreConfig};
@@ -24,14 +21,7 @@ mod client;
 #[allow(unused_imports)]
 pub use client::*;
 
-pub fn data(path: &str) -> PathBuf {
-    std::env::var_os("CASEMENT_SHARED_DATA")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-            PathBuf::from,
-        )
-        .join(path)
-}
+pub use casement_testkit::data;
 
 /// The default models (query embedder fp32, rescoring int8), loaded once per test binary.
 pub async fn models() -> (Arc<dyn Embed>, Option<Reranker>) {
@@ -55,15 +45,12 @@ pub fn open_store(dir: &Path, dimension: usize) -> EdgeStore {
 
 /// The indexer's processor (the same stages the indexer service runs) over `store`.
 pub fn indexer(store: EdgeStore, model: Arc<dyn Embed>) -> Processor<EdgeStore> {
-    let metrics = IndexerMetrics::new();
-    let embedder = Embedder::new(
-        BlockingPool::new(model.clone(), 1),
-        model.model_id().to_owned(),
-        embedding_cache(100_000),
-        metrics.clone(),
-    );
-    let enricher = Enricher::new(&EnrichConfig::default(), &metrics).expect("enricher");
-    Processor::new(store, embedder, enricher, TextConfig::default(), metrics)
+    let config = ProcessorConfig {
+        pipeline: &PipelineConfig::default(),
+        enrich: &EnrichConfig::default(),
+        text: &TextConfig::default(),
+    };
+    factory::processor(config, &PipelineMetrics::new(), model, store).expect("processor")
 }
 
 pub fn upsert(
@@ -84,7 +71,6 @@ pub fn upsert(
             format,
             content: content.into(),
         }),
-        event_time_ms: None,
         format: EventFormat::Native,
     }
 }
@@ -131,7 +117,7 @@ pub fn squad_questions(titles: &[&str]) -> Vec<(String, String, String)> {
 /// Final revisions of the first `n` documents of the 18F sample that are not deleted.
 pub fn handbook_pages(n: usize) -> Vec<Revision> {
     let (events, _) =
-        casement_indexer::revision_log::read(&data("revisions/18f-handbook/sample.jsonl"))
+        casement_events::revision_log::read(&data("revisions/18f-handbook/sample.jsonl"))
             .expect("18F sample");
     let mut last: BTreeMap<String, Option<Revision>> = BTreeMap::new();
     for event in &events {

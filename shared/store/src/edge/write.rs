@@ -1,15 +1,14 @@
-//! Writes: a plan in operation order under the write lock, flushes, index builds.
+//! Writes: a plan's write steps (`write_steps`) under the write lock, flushes, index builds.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use casement_text::{ChangePlan, Operation, SentenceRecord};
+use casement_text::{ChangePlan, SentenceRecord};
 use qdrant_edge::{
     Filter, Payload, PayloadOps, PointId, PointInsertOperations, PointOperations,
     PointStructPersisted, SetPayloadOp, UpdateOperation, VectorInternal, VectorStructInternal,
 };
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
 use super::read::{document_sentences, sparse_internal};
 use super::{Inner, engine};
@@ -17,10 +16,8 @@ use crate::error::Result;
 use crate::schema::{
     DENSE_VECTOR, SPARSE_VECTOR, document_payload, document_point_id, sentence_payload,
 };
-use crate::{Applied, check_vectors, fence};
-
-/// Points per upsert operation (one WAL record each).
-const UPSERT_BATCH: usize = 256;
+use crate::write_steps::{WriteStep, write_steps};
+use crate::{Applied, fence};
 
 fn upsert(points: Vec<PointStructPersisted>) -> UpdateOperation {
     UpdateOperation::PointOperation(PointOperations::UpsertPoints(
@@ -42,24 +39,29 @@ fn set_payload(
 }
 
 impl Inner {
-    fn sentence_point(
+    /// A batch's sentence points: dense vector, BM25 vector (unless the text has no terms)
+    /// and the record as payload.
+    fn sentence_points(
         &self,
-        record: &SentenceRecord,
-        dense: &[f32],
-    ) -> Result<PointStructPersisted> {
-        let mut vectors = HashMap::from([(
-            DENSE_VECTOR.to_owned(),
-            VectorInternal::Dense(dense.to_vec()),
-        )]);
-        let sparse = self.bm25.document(&record.embedding_input());
-        if !sparse.is_empty() {
-            vectors.insert(SPARSE_VECTOR.to_owned(), sparse_internal(sparse));
+        batch: Vec<(&SentenceRecord, &[f32])>,
+    ) -> Result<Vec<PointStructPersisted>> {
+        let mut points = Vec::with_capacity(batch.len());
+        for (record, dense) in batch {
+            let mut vectors = HashMap::from([(
+                DENSE_VECTOR.to_owned(),
+                VectorInternal::Dense(dense.to_vec()),
+            )]);
+            let sparse = self.bm25.document(&record.embedding_input());
+            if !sparse.is_empty() {
+                vectors.insert(SPARSE_VECTOR.to_owned(), sparse_internal(sparse));
+            }
+            points.push(PointStructPersisted {
+                id: PointId::Uuid(record.id),
+                vector: VectorStructInternal::Named(vectors).into(),
+                payload: Some(Payload(sentence_payload(record)?)),
+            });
         }
-        Ok(PointStructPersisted {
-            id: PointId::Uuid(record.id),
-            vector: VectorStructInternal::Named(vectors).into(),
-            payload: Some(Payload(sentence_payload(record)?)),
-        })
+        Ok(points)
     }
 
     pub(super) fn apply_first(
@@ -68,50 +70,33 @@ impl Inner {
         vectors: &[Vec<f32>],
         count: usize,
     ) -> Result<Applied> {
-        check_vectors(plan, vectors, self.dimension)?;
+        let steps = write_steps(plan, vectors, self.dimension, count)?;
         let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(stale) = fence(self.document(&plan.doc_id)?.as_ref(), plan) {
             return Ok(stale);
         }
-        let dense: HashMap<Uuid, &[f32]> = plan
-            .embed
-            .iter()
-            .zip(vectors)
-            .map(|(r, v)| (r.id, v.as_slice()))
-            .collect();
-        let mut batch: Vec<PointStructPersisted> = Vec::new();
-        let mut deletes: Vec<PointId> = Vec::new();
         let mut upserted = 0;
-        for operation in plan.operations().take(count) {
-            if !matches!(operation, Operation::Upsert(_)) && !batch.is_empty() {
-                upserted += batch.len();
-                self.update("upsert", upsert(std::mem::take(&mut batch)))?;
-            }
-            if !matches!(operation, Operation::Delete(_)) && !deletes.is_empty() {
-                let ids = std::mem::take(&mut deletes);
-                self.update(
-                    "delete",
-                    UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }),
-                )?;
-            }
-            match operation {
-                Operation::Upsert(record) => {
-                    batch.push(self.sentence_point(record, dense[&record.id])?);
-                    if batch.len() == UPSERT_BATCH {
-                        upserted += batch.len();
-                        self.update("upsert", upsert(std::mem::take(&mut batch)))?;
-                    }
+        for step in steps {
+            match step {
+                WriteStep::Upsert(batch) => {
+                    upserted += batch.len();
+                    self.update("upsert", upsert(self.sentence_points(batch)?))?;
                 }
-                Operation::SetPayload(record) => {
-                    // Only on an existing point: a payload update must never create one.
+                WriteStep::SetPayload(record) => {
                     let payload = sentence_payload(record)?;
                     self.update(
                         "set payload",
                         set_payload(payload, Some(vec![PointId::Uuid(record.id)]), None),
                     )?;
                 }
-                Operation::Delete(id) => deletes.push(PointId::Uuid(id)),
-                Operation::StampRevision { doc_id, revision } => {
+                WriteStep::Delete(ids) => {
+                    let ids = ids.into_iter().map(PointId::Uuid).collect();
+                    self.update(
+                        "delete",
+                        UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }),
+                    )?;
+                }
+                WriteStep::StampRevision { doc_id, revision } => {
                     let mut payload = Map::new();
                     payload.insert("revision".into(), Value::from(revision));
                     self.update(
@@ -119,7 +104,7 @@ impl Inner {
                         set_payload(payload, None, Some(document_sentences(doc_id))),
                     )?;
                 }
-                Operation::PutDocument(state) => {
+                WriteStep::PutDocument(state) => {
                     let point = PointStructPersisted {
                         id: PointId::Uuid(document_point_id(&state.doc_id)),
                         vector: VectorStructInternal::Named(HashMap::new()).into(),
@@ -128,16 +113,6 @@ impl Inner {
                     self.update("put document", upsert(vec![point]))?;
                 }
             }
-        }
-        if !batch.is_empty() {
-            upserted += batch.len();
-            self.update("upsert", upsert(batch))?;
-        }
-        if !deletes.is_empty() {
-            self.update(
-                "delete",
-                UpdateOperation::PointOperation(PointOperations::DeletePoints { ids: deletes }),
-            )?;
         }
         if self.flush_every_write {
             self.flush_locked();

@@ -1,8 +1,6 @@
-//! Writes: a plan in operation order, each call with `wait=true`.
+//! Writes: a plan's write steps (`write_steps`), each call with `wait=true`.
 
-use std::collections::HashMap;
-
-use casement_text::{ChangePlan, Operation, SentenceRecord};
+use casement_text::{ChangePlan, SentenceRecord};
 use qdrant_client::Payload;
 use qdrant_client::qdrant::{
     DeletePointsBuilder, Filter, NamedVectors, PointId, PointStruct, PointsIdsList,
@@ -17,9 +15,8 @@ use crate::error::Result;
 use crate::schema::{
     DENSE_VECTOR, SPARSE_VECTOR, document_payload, document_point_id, sentence_payload,
 };
-use crate::{Applied, check_vectors, fence};
-
-const UPSERT_BATCH: usize = 256;
+use crate::write_steps::{WriteStep, write_steps};
+use crate::{Applied, fence};
 
 enum SetTarget {
     Point(Uuid),
@@ -27,21 +24,27 @@ enum SetTarget {
 }
 
 impl ServerStore {
-    fn sentence_point(&self, record: &SentenceRecord, dense: &[f32]) -> Result<PointStruct> {
-        let mut vectors =
-            NamedVectors::default().add_vector(DENSE_VECTOR, Vector::new_dense(dense.to_vec()));
-        let sparse = self.bm25.document(&record.embedding_input());
-        if !sparse.is_empty() {
-            vectors = vectors.add_vector(
-                SPARSE_VECTOR,
-                Vector::new_sparse(sparse.indices, sparse.values),
-            );
+    /// A batch's sentence points: dense vector, BM25 vector (unless the text has no terms)
+    /// and the record as payload.
+    fn sentence_points(&self, batch: Vec<(&SentenceRecord, &[f32])>) -> Result<Vec<PointStruct>> {
+        let mut points = Vec::with_capacity(batch.len());
+        for (record, dense) in batch {
+            let mut vectors =
+                NamedVectors::default().add_vector(DENSE_VECTOR, Vector::new_dense(dense.to_vec()));
+            let sparse = self.bm25.document(&record.embedding_input());
+            if !sparse.is_empty() {
+                vectors = vectors.add_vector(
+                    SPARSE_VECTOR,
+                    Vector::new_sparse(sparse.indices, sparse.values),
+                );
+            }
+            points.push(PointStruct::new(
+                point_id(record.id),
+                vectors,
+                Payload::from(sentence_payload(record)?),
+            ));
         }
-        Ok(PointStruct::new(
-            point_id(record.id),
-            vectors,
-            Payload::from(sentence_payload(record)?),
-        ))
+        Ok(points)
     }
 
     async fn upsert(&self, points: Vec<PointStruct>) -> Result<()> {
@@ -86,44 +89,27 @@ impl ServerStore {
         vectors: &[Vec<f32>],
         count: usize,
     ) -> Result<Applied> {
-        check_vectors(plan, vectors, self.dimension)?;
+        let steps = write_steps(plan, vectors, self.dimension, count)?;
         if let Some(stale) = fence(self.read_document(&plan.doc_id).await?.as_ref(), plan) {
             return Ok(stale);
         }
-        let dense: HashMap<Uuid, &[f32]> = plan
-            .embed
-            .iter()
-            .zip(vectors)
-            .map(|(r, v)| (r.id, v.as_slice()))
-            .collect();
-        let mut batch = Vec::new();
-        let mut deletes = Vec::new();
-        for operation in plan.operations().take(count) {
-            if !matches!(operation, Operation::Upsert(_)) && !batch.is_empty() {
-                self.upsert(std::mem::take(&mut batch)).await?;
-            }
-            if !matches!(operation, Operation::Delete(_)) && !deletes.is_empty() {
-                self.delete(std::mem::take(&mut deletes)).await?;
-            }
-            match operation {
-                Operation::Upsert(record) => {
-                    batch.push(self.sentence_point(record, dense[&record.id])?);
-                    if batch.len() == UPSERT_BATCH {
-                        self.upsert(std::mem::take(&mut batch)).await?;
-                    }
-                }
-                Operation::SetPayload(record) => {
+        for step in steps {
+            match step {
+                WriteStep::Upsert(batch) => self.upsert(self.sentence_points(batch)?).await?,
+                WriteStep::SetPayload(record) => {
                     self.set_payload(sentence_payload(record)?, SetTarget::Point(record.id))
                         .await?;
                 }
-                Operation::Delete(id) => deletes.push(point_id(id)),
-                Operation::StampRevision { doc_id, revision } => {
+                WriteStep::Delete(ids) => {
+                    self.delete(ids.into_iter().map(point_id).collect()).await?;
+                }
+                WriteStep::StampRevision { doc_id, revision } => {
                     let mut payload = Map::new();
                     payload.insert("revision".into(), Value::from(revision));
                     self.set_payload(payload, SetTarget::Filter(document_sentences(doc_id)))
                         .await?;
                 }
-                Operation::PutDocument(state) => {
+                WriteStep::PutDocument(state) => {
                     let point = PointStruct::new(
                         point_id(document_point_id(&state.doc_id)),
                         NamedVectors::default(),
@@ -132,12 +118,6 @@ impl ServerStore {
                     self.upsert(vec![point]).await?;
                 }
             }
-        }
-        if !batch.is_empty() {
-            self.upsert(batch).await?;
-        }
-        if !deletes.is_empty() {
-            self.delete(deletes).await?;
         }
         Ok(Applied::Written)
     }

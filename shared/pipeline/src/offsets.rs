@@ -1,8 +1,11 @@
-//! Which offset of a partition may be committed: the first one not yet durably written
-//! (or dead-lettered). Events finish out of order across documents; the commit position
-//! never passes an unfinished one (invariant 3).
+//! Which offset of a stream may be committed: the first one not yet durably written (or
+//! stale, or dead-lettered). Events finish out of order across documents; the commit
+//! position never passes an unfinished one (invariant 3).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::source::SourceId;
 
 #[derive(Debug, Clone, Default)]
 pub struct PartitionOffsets {
@@ -35,6 +38,51 @@ impl PartitionOffsets {
 
     pub fn in_flight(&self) -> usize {
         self.pending.len()
+    }
+}
+
+/// Progress of every stream, shared by the sources (started, revoke) and the pipeline
+/// (finished, commit).
+#[derive(Debug, Clone, Default)]
+pub struct Offsets(Arc<Mutex<HashMap<SourceId, PartitionOffsets>>>);
+
+impl Offsets {
+    pub fn lock(&self) -> MutexGuard<'_, HashMap<SourceId, PartitionOffsets>> {
+        // A panic while holding this lock leaves plain counters behind: keep going.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn started(&self, source: SourceId, offset: i64) {
+        self.lock().entry(source).or_default().started(offset);
+    }
+
+    /// Ignored for a stream no longer tracked (a Kafka partition revoked meanwhile).
+    pub fn finished(&self, source: SourceId, offset: i64) {
+        if let Some(p) = self.lock().get_mut(&source) {
+            p.finished(offset);
+        }
+    }
+
+    /// Committable position of every tracked stream.
+    pub fn committable(&self) -> Vec<(SourceId, i64)> {
+        let mut positions = Vec::new();
+        self.with_committable(|committable, _| positions = committable.to_vec());
+        positions
+    }
+
+    /// Calls `f` with the committable positions (sorted by stream) and the number of
+    /// events in flight, holding the lock, so a rebalance's own commit never interleaves.
+    pub fn with_committable(&self, f: impl FnOnce(&[(SourceId, i64)], usize)) {
+        let guard = self.lock();
+        let mut positions: Vec<(SourceId, i64)> = guard
+            .iter()
+            .filter_map(|(&s, o)| o.committable().map(|c| (s, c)))
+            .collect();
+        positions.sort_unstable();
+        let in_flight = guard.values().map(PartitionOffsets::in_flight).sum();
+        f(&positions, in_flight);
     }
 }
 

@@ -1,5 +1,6 @@
-//! Embedding through a cache: hash(model id + embedding input) → vector, so a revert or a
-//! replay costs no model call (invariant 2).
+//! Embed stage: vectors for the plan's records through a cache keyed by hash(model id +
+//! embedding input), so a revert or a replay costs no model call (invariant 2). The model
+//! runs on its blocking pool, never on the async executor.
 
 use std::sync::Arc;
 use std::time::Instant;

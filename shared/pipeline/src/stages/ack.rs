@@ -1,5 +1,7 @@
-//! Acknowledge stage: finished offsets → commits of the finished prefix per partition;
-//! outcome counts and freshness.
+//! Acknowledge stage: each finished event is recorded ([`Finished::emit`]: counted and
+//! logged), handed to whoever waits for it (a webhook request, an observer), and marked
+//! finished; positions are committed, per stream, only up to the first unfinished event
+//! (invariant 3).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,19 +9,21 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::{Finish, Finished};
 use crate::metrics::Metrics;
-use crate::source::{Acknowledge, Offsets};
+use crate::offsets::Offsets;
+use crate::outcome::Finished;
+use crate::source::{Acknowledge, SourceId};
+use crate::spawn::Done;
 
 pub async fn run<A: Acknowledge>(
-    mut done: mpsc::Receiver<Finished>,
+    mut done: mpsc::Receiver<Done>,
     offsets: Offsets,
     ack: Arc<A>,
     commit_interval_ms: u64,
     metrics: Metrics,
     observer: Option<mpsc::UnboundedSender<Finished>>,
 ) {
-    let mut committed: HashMap<i32, i64> = HashMap::new();
+    let mut committed: HashMap<SourceId, i64> = HashMap::new();
     let mut tick = tokio::time::interval(Duration::from_millis(commit_interval_ms.max(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Every few seconds all positions are committed again, moved or not: a commit that
@@ -28,12 +32,15 @@ pub async fn run<A: Acknowledge>(
     let mut ticks = 0u64;
     loop {
         tokio::select! {
-            finished = done.recv() => {
-                let Some(finished) = finished else { break };
-                offsets.finished(finished.partition, finished.offset);
-                record(&metrics, &finished);
+            next = done.recv() => {
+                let Some(Done { finished, reply }) = next else { break };
+                offsets.finished(finished.origin.source, finished.origin.offset);
+                finished.emit(&metrics);
                 if let Some(observer) = &observer {
-                    let _ = observer.send(finished);
+                    let _ = observer.send(finished.clone());
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(finished);
                 }
             }
             _ = tick.tick() => {
@@ -48,32 +55,19 @@ pub async fn run<A: Acknowledge>(
     commit(&offsets, ack.as_ref(), &mut committed, &metrics);
 }
 
-fn record(metrics: &Metrics, finished: &Finished) {
-    metrics
-        .events
-        .with_label_values(&[finished.finish.label()])
-        .inc();
-    if let (Finish::Applied(_) | Finish::Deleted(_), Some(ts)) =
-        (&finished.finish, finished.timestamp_ms)
-    {
-        let seconds = (finished.finished_ms - ts).max(0) as f64 / 1000.0;
-        metrics.freshness.observe(seconds);
-    }
-}
-
 /// Commits positions that moved since the last commit, under the offsets lock (see
 /// [`Offsets::with_committable`]); the commit call itself does not block.
 fn commit<A: Acknowledge>(
     offsets: &Offsets,
     ack: &A,
-    committed: &mut HashMap<i32, i64>,
+    committed: &mut HashMap<SourceId, i64>,
     metrics: &Metrics,
 ) {
     offsets.with_committable(|positions, in_flight| {
-        let moved: Vec<(i32, i64)> = positions
+        let moved: Vec<(SourceId, i64)> = positions
             .iter()
             .copied()
-            .filter(|(p, c)| committed.get(p) != Some(c))
+            .filter(|(s, c)| committed.get(s) != Some(c))
             .collect();
         if !moved.is_empty() {
             ack.commit(&moved);

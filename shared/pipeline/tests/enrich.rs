@@ -4,8 +4,6 @@
 //! preamble and is counted. Needs `make models` (the embedding runs for real).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,10 +14,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use casement_events::{Change, Event, EventFormat};
-use casement_indexer::config::{EnrichConfig, EnrichMode, LlmConfig};
-use casement_indexer::metrics::Metrics;
-use casement_indexer::process::Outcome;
+use casement_inference::Embed;
+use casement_pipeline::Metrics;
+use casement_pipeline::Outcome;
+use casement_pipeline::{EnrichConfig, EnrichMode, LlmConfig};
 use casement_store::Store;
+use casement_testkit::model;
 use serde_json::{Value, json};
 
 #[derive(Clone, Default)]
@@ -61,7 +61,6 @@ fn upsert(revision: u64, a: &str, b: &str) -> Event {
             format: casement_text::Format::Markdown,
             content: format!("# Router manual\n\n## Reset\n\n{a}\n\n## Pairing\n\n{b}\n"),
         }),
-        event_time_ms: None,
         format: EventFormat::Native,
     }
 }
@@ -96,9 +95,9 @@ async fn llm_contexts_are_called_once_per_changed_section_cached_and_fall_back()
         },
     };
     let dir = tempfile::tempdir().unwrap();
-    let store = support::open_store(dir.path());
+    let store = casement_testkit::open_store(dir.path(), model().dimension());
     let metrics = Metrics::new();
-    let processor = support::processor_over(store.clone(), &enrich, &metrics);
+    let processor = casement_testkit::processor(store.clone(), model(), &enrich, &metrics);
     let calls = || stub.calls.load(Ordering::SeqCst);
     let reset = "Hold the button for ten seconds. The light blinks twice.";
     let pairing = "Press both buttons to pair. The light turns blue.";
@@ -124,7 +123,7 @@ async fn llm_contexts_are_called_once_per_changed_section_cached_and_fall_back()
 
     // A restart (fresh caches) pays only for the section that changed: the unchanged one's
     // context comes from the index payload.
-    let restarted = support::processor_over(store.clone(), &enrich, &metrics);
+    let restarted = casement_testkit::processor(store.clone(), model(), &enrich, &metrics);
     let reset2 = "Hold the button for twenty seconds. The light blinks twice.";
     restarted.process(&upsert(3, reset2, edited)).await.unwrap();
     assert_eq!(calls(), 4);

@@ -2,11 +2,18 @@
 //! `shared/data/revisions` (`{doc_id, revision, title, format, content, change, path, seq}`),
 //! plain or gzip-compressed. A line that cannot be decoded is reported with its number and
 //! the reason; the lines after it are still read.
+//!
+//! **Order.** [`read`] returns events in publish order: by `seq`, and by line number among
+//! equal `seq`s; a line without `seq` counts as `seq` = its line index. Every reader of a
+//! log (replay, backfill, the sample, the benches, the tests) goes through [`read`], so
+//! they all see one order.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use casement_text::{Format, Revision};
+
+use crate::{Event, EventFormat, NativeEvent, NativeType, Rejection};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -39,6 +46,32 @@ impl LogEvent {
         self.change == "delete"
     }
 
+    /// The native event a CMS would publish for this revision (Kafka key = `doc_id`).
+    pub fn to_native(&self) -> NativeEvent {
+        let delete = self.is_delete();
+        NativeEvent {
+            kind: if delete {
+                NativeType::Delete
+            } else {
+                NativeType::Upsert
+            },
+            doc_id: self.doc_id.clone(),
+            revision: self.revision,
+            title: self.title.clone().filter(|_| !delete),
+            format: (!delete).then(|| self.format.clone()),
+            content: (!delete).then(|| self.content.clone()),
+            tenant: None,
+            url: self.path.clone().filter(|_| !delete),
+            metadata: Default::default(),
+            event_time: self.timestamp.clone(),
+        }
+    }
+
+    /// The event, as the pipeline would decode it from [`LogEvent::to_native`].
+    pub fn to_event(&self) -> Result<Event, Rejection> {
+        self.to_native().into_event(EventFormat::Native)
+    }
+
     pub fn to_revision(&self) -> Result<Revision, casement_text::Error> {
         Ok(Revision {
             doc_id: self.doc_id.clone(),
@@ -59,14 +92,18 @@ pub struct RejectedLine {
     pub reason: String,
 }
 
-/// Reads every event of the log, in publish order (`seq`, else file order).
+/// Reads every event of the log file (`.gz`: gzip-compressed), in publish order.
 pub fn read(path: &Path) -> std::io::Result<(Vec<LogEvent>, Vec<RejectedLine>)> {
     let file = std::fs::File::open(path)?;
-    let reader: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(BufReader::new(flate2::read::GzDecoder::new(file)))
+    if path.extension().is_some_and(|e| e == "gz") {
+        parse(BufReader::new(flate2::read::GzDecoder::new(file)))
     } else {
-        Box::new(BufReader::new(file))
-    };
+        parse(BufReader::new(file))
+    }
+}
+
+/// Reads every event of a log, in publish order (see the module docs).
+pub fn parse(reader: impl BufRead) -> std::io::Result<(Vec<LogEvent>, Vec<RejectedLine>)> {
     let mut events = Vec::new();
     let mut rejected = Vec::new();
     for (index, line) in reader.split(b'\n').enumerate() {

@@ -1,4 +1,4 @@
-//! Enrichment: the situating context embedded with each sentence (DESIGN.md, "Enrichment").
+//! Enrich stage: the situating context embedded with each sentence (DESIGN.md, "Enrichment").
 //!
 //! - Structural (default): title and heading path. Free and deterministic.
 //! - LLM: one chat-completion call per changed section to any OpenAI-compatible endpoint.

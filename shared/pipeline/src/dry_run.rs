@@ -1,4 +1,4 @@
-//! `casement-indexer dry-run`: replays a revision log through the real fence, segmenter and
+//! `dry-run`: replays a revision log through the real fence, segmenter and
 //! differ into an in-memory index and reports, per event, what the indexer would write.
 //! Nothing is embedded and nothing is stored; it shows the incremental plan.
 
@@ -8,8 +8,14 @@ use std::time::Instant;
 
 use casement_text::{ChangePlan, Fence, MemoryIndex, TextConfig, fence, plan_delete, plan_upsert};
 
-use crate::config::IndexerConfig;
-use crate::revision_log;
+use casement_events::{DecodeConfig, revision_log};
+
+/// What a dry run reads of a service's config.
+#[derive(Debug, Clone, Copy)]
+pub struct DryRunConfig<'a> {
+    pub text: &'a TextConfig,
+    pub events: &'a DecodeConfig,
+}
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
@@ -28,7 +34,7 @@ pub struct Summary {
 }
 
 pub fn run(
-    config: &IndexerConfig,
+    config: DryRunConfig<'_>,
     input: &Path,
     out: &mut dyn Write,
     per_event: bool,
@@ -92,7 +98,7 @@ pub fn run(
     summary.points = index.point_count();
     writeln!(out)?;
     if let Some(doc_id) = live.first() {
-        show_points(out, &index, doc_id, &config.text)?;
+        show_points(out, &index, doc_id, config.text)?;
     }
     writeln!(
         out,
@@ -120,7 +126,7 @@ pub fn run(
 fn plan_event(
     index: &MemoryIndex,
     event: &revision_log::LogEvent,
-    config: &IndexerConfig,
+    config: DryRunConfig<'_>,
 ) -> Result<ChangePlan, String> {
     let current = index.records(&event.doc_id);
     if event.is_delete() {
@@ -134,7 +140,7 @@ fn plan_event(
         ));
     }
     let revision = event.to_revision().map_err(|e| e.to_string())?;
-    plan_upsert(&current, &revision, &config.text)
+    plan_upsert(&current, &revision, config.text)
         .map(|(plan, _)| plan)
         .map_err(|e| e.to_string())
 }

@@ -1,72 +1,71 @@
-//! The pipeline between a source and the index, one stage per module, bounded channels
-//! between them:
+//! Starting the pipeline: the stages as tasks, bounded channels between them.
 //!
 //! ```text
-//! source ─▶ decode ─┬─▶ lane 0..N: fence → read → segment → enrich → plan → embed → write ─┬─▶ ack
-//!                   └─▶ dead letters ◀── (events that can never succeed) ───────────────────┘
+//! source ─▶ route (decode) ─┬─▶ lane 0..N: fence → read → segment → enrich → plan → embed → write ─┬─▶ ack
+//!                           └─▶ dead letters ◀── (events that can never succeed) ─────────────────┘
 //! ```
 //!
-//! - [`decode`]: bytes to events; rejections go to the dead-letter stage.
-//! - [`lanes`]: a document always maps to the same lane, so its events run in order;
-//!   lanes run concurrently. Each runs [`crate::process::Processor`]; store and model
-//!   failures retry with backoff, holding the lane (a full pipeline pauses the source).
-//! - [`dead_letter`]: hands letters to the sink, retrying until it accepts them.
-//! - [`ack`]: marks offsets finished and commits, per partition, only the prefix of
-//!   offsets that are all finished (invariant 3). Counts outcomes and freshness.
-//!
-//! Shutdown: the source drops its sender (or [`Shutdown::trigger`] is called); each stage
-//! finishes the event in hand, and the ack stage commits what finished.
-
-pub mod ack;
-pub mod dead_letter;
-pub mod decode;
-pub mod lanes;
+//! Each message carries its [`Receipt`] (where it came from, whether it is a resend, who
+//! waits for its outcome) through the stages to the ack stage, which records it, replies
+//! and commits. Shutdown: the source drops its sender (or [`Shutdown::trigger`] is called);
+//! each stage finishes the event in hand, and the ack stage commits what finished.
 
 use std::sync::Arc;
 
 use casement_events::DecodeConfig;
 use casement_store::Store;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use crate::config::PipelineConfig;
-use crate::process::{Decisions, Processor};
-use crate::source::{Acknowledge, DeadLetterSink, Offsets, SourceMessage};
+use crate::offsets::Offsets;
+use crate::outcome::{Finished, Outcome};
+use crate::processor::Processor;
+use crate::source::{Acknowledge, DeadLetter, DeadLetterSink, Origin, SourceMessage};
+use crate::stages::{ack, dead_letter, lane, route};
 
-/// How one message finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finish {
-    Applied(Decisions),
-    Deleted(Decisions),
-    Stale,
-    DeadLettered(&'static str),
+/// What travels with a message from the source to the ack stage.
+#[derive(Debug)]
+pub struct Receipt {
+    pub origin: Origin,
+    pub resend: bool,
+    pub reply: Option<oneshot::Sender<Finished>>,
 }
 
-impl Finish {
-    pub fn label(&self) -> &'static str {
-        match self {
-            Self::Applied(_) => "applied",
-            Self::Deleted(_) => "deleted",
-            Self::Stale => "stale",
-            Self::DeadLettered(_) => "dead_lettered",
+/// A letter on its way to the dead-letter sink.
+#[derive(Debug)]
+pub struct Letter {
+    pub letter: DeadLetter,
+    pub document: Option<(String, Option<u64>)>,
+    pub receipt: Receipt,
+}
+
+/// A finished event on its way to the ack stage.
+#[derive(Debug)]
+pub struct Done {
+    pub finished: Finished,
+    pub reply: Option<oneshot::Sender<Finished>>,
+}
+
+impl Done {
+    pub fn new(
+        receipt: Receipt,
+        document: Option<(String, Option<u64>)>,
+        outcome: Outcome,
+        detail: Option<String>,
+    ) -> Self {
+        Self {
+            finished: Finished {
+                origin: receipt.origin,
+                document,
+                finished_ms: now_ms(),
+                outcome,
+                detail,
+                resend: receipt.resend,
+            },
+            reply: receipt.reply,
         }
     }
-}
-
-/// A finished message, as reported to an optional observer (tests, benchmarks).
-#[derive(Debug, Clone)]
-pub struct Finished {
-    /// The event's document and revision (none for a dead letter).
-    pub document: Option<(String, Option<u64>)>,
-    pub partition: i32,
-    pub offset: i64,
-    /// The message timestamp, if the source gave one (ms since the epoch).
-    pub timestamp_ms: Option<i64>,
-    /// When the write (or dead letter) was durable, ms since the epoch.
-    pub finished_ms: i64,
-    pub finish: Finish,
-    /// Why it was dead-lettered, in words (dead letters only).
-    pub detail: Option<String>,
 }
 
 /// Stops the pipeline: stages finish the event in hand and stop taking new ones.
@@ -92,6 +91,7 @@ pub struct Stages<S, D, A> {
     pub dead_letters: Arc<D>,
     pub ack: Arc<A>,
     pub offsets: Offsets,
+    /// Gets every finished event (progress, tests, benchmarks).
     pub observer: Option<mpsc::UnboundedSender<Finished>>,
 }
 
@@ -118,7 +118,7 @@ where
     for _ in 0..stages.config.lanes {
         let (tx, rx) = mpsc::channel(capacity);
         lane_senders.push(tx);
-        tasks.spawn(lanes::run(
+        tasks.spawn(lane::run(
             rx,
             stages.processor.clone(),
             stages.config.clone(),
@@ -127,7 +127,7 @@ where
             shutdown.clone(),
         ));
     }
-    tasks.spawn(lanes::route(
+    tasks.spawn(route::run(
         input_rx,
         lane_senders,
         letters_tx,
@@ -154,7 +154,7 @@ where
     (input_tx, tasks)
 }
 
-/// Milliseconds since the epoch (event and finish times).
+/// Milliseconds since the epoch (message and finish times).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

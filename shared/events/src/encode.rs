@@ -1,0 +1,35 @@
+//! Events back to Casement's native JSON: what a dead letter keeps of an event that a local
+//! source built itself (a revision log line, a watched file), which has no original bytes.
+
+use crate::{Change, Event, NativeEvent, NativeType};
+
+/// The native event of `event`, as JSON bytes.
+pub fn native_json(event: &Event) -> Option<Vec<u8>> {
+    let native = match &event.change {
+        Change::Upsert(revision) => NativeEvent {
+            kind: NativeType::Upsert,
+            doc_id: revision.doc_id.clone(),
+            revision: revision.revision,
+            title: revision.title.clone(),
+            format: Some(revision.format.to_string()),
+            content: Some(revision.content.clone()),
+            tenant: revision.tenant.clone(),
+            url: revision.url.clone(),
+            metadata: Default::default(),
+            event_time: None,
+        },
+        Change::Delete { doc_id, revision } => NativeEvent {
+            kind: NativeType::Delete,
+            doc_id: doc_id.clone(),
+            revision: revision.unwrap_or_default(),
+            title: None,
+            format: None,
+            content: None,
+            tenant: None,
+            url: None,
+            metadata: Default::default(),
+            event_time: None,
+        },
+    };
+    serde_json::to_vec(&native).ok()
+}

@@ -1,0 +1,186 @@
+//! The pipeline's Prometheus metrics. Every name here is listed in `docs/metrics.md` (a
+//! test scrapes `/metrics` and checks the two agree, label values included). Labelled
+//! series are created up front from the enums of [`crate::outcome`], so dashboards and
+//! alerts see zeros, and a label value the code never records cannot be registered.
+
+use prometheus::core::Collector;
+use prometheus::{
+    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
+};
+
+use crate::outcome::{Decision, Outcome, Reason, RetryStage, Stage};
+
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    pub registry: Registry,
+    pub events: IntCounterVec,
+    pub dead_letters: IntCounterVec,
+    pub retries: IntCounterVec,
+    pub freshness: Histogram,
+    pub sentences: IntCounterVec,
+    pub stage_duration: HistogramVec,
+    pub embedding_batch: Histogram,
+    pub embedding_duration: Histogram,
+    pub enrichment_cache: IntCounterVec,
+    pub llm_failures: IntCounter,
+    pub consumer_lag: IntGaugeVec,
+    pub partitions: IntGauge,
+    pub in_flight: IntGauge,
+    pub store_write: Histogram,
+    pub points: IntGauge,
+    pub documents: IntGauge,
+}
+
+const LATENCY: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+const BATCH: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+
+/// Registers metrics in one registry; names are constants, so a failure is a programming
+/// error (a duplicate name) and panics at start.
+struct Registrar<'a>(&'a Registry);
+
+#[allow(clippy::expect_used)]
+impl Registrar<'_> {
+    fn add<C: Collector + Clone + 'static>(&self, collector: prometheus::Result<C>) -> C {
+        let collector = collector.expect("valid metric");
+        self.0
+            .register(Box::new(collector.clone()))
+            .expect("unique metric names");
+        collector
+    }
+    fn counters(&self, name: &str, help: &str, label: &str, values: &[&str]) -> IntCounterVec {
+        let vec = self.add(IntCounterVec::new(Opts::new(name, help), &[label]));
+        for value in values {
+            vec.with_label_values(&[value]);
+        }
+        vec
+    }
+    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
+        self.add(Histogram::with_opts(
+            HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        ))
+    }
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.add(IntGauge::new(name, help))
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self::with_registry(Registry::new())
+    }
+
+    /// The metrics, registered in `registry` (the all-in-one serves one registry for the
+    /// pipeline's and the query service's metrics).
+    pub fn with_registry(registry: Registry) -> Self {
+        let r = Registrar(&registry);
+        let stages = Stage::ALL.map(Stage::as_str);
+        let stage_duration = r.add(HistogramVec::new(
+            HistogramOpts::new(
+                "casement_indexer_stage_duration_seconds",
+                "Time per event in each pipeline stage.",
+            )
+            .buckets(LATENCY.to_vec()),
+            &["stage"],
+        ));
+        for stage in stages {
+            stage_duration.with_label_values(&[stage]);
+        }
+        Self {
+            events: r.counters(
+                "casement_indexer_events_total",
+                "Events by outcome.",
+                "outcome",
+                &Outcome::LABELS,
+            ),
+            dead_letters: r.counters(
+                "casement_indexer_dead_letters_total",
+                "Events sent to the dead-letter sink, by reason.",
+                "reason",
+                &Reason::ALL.map(Reason::as_str),
+            ),
+            retries: r.counters(
+                "casement_indexer_retries_total",
+                "Transient failures retried with backoff, by stage.",
+                "stage",
+                &RetryStage::ALL.map(RetryStage::as_str),
+            ),
+            freshness: r.histogram(
+                "casement_indexer_freshness_seconds",
+                "Message timestamp (produce time) to durable write.",
+                &LATENCY,
+            ),
+            sentences: r.counters(
+                "casement_indexer_sentences_total",
+                "Sentence decisions of applied events.",
+                "decision",
+                &Decision::ALL.map(Decision::as_str),
+            ),
+            stage_duration,
+            embedding_batch: r.histogram(
+                "casement_indexer_embedding_batch_sentences",
+                "Sentences per embedding call.",
+                &BATCH,
+            ),
+            embedding_duration: r.histogram(
+                "casement_indexer_embedding_duration_seconds",
+                "Duration of one embedding call.",
+                &LATENCY,
+            ),
+            enrichment_cache: r.counters(
+                "casement_indexer_enrichment_cache_total",
+                "LLM enrichment lookups by outcome (hit: cache or index; miss: model call).",
+                "outcome",
+                &["hit", "miss"],
+            ),
+            llm_failures: r.add(IntCounter::new(
+                "casement_indexer_enrichment_llm_failures_total",
+                "LLM enrichment calls that failed (the structural preamble was used).",
+            )),
+            consumer_lag: r.add(IntGaugeVec::new(
+                Opts::new(
+                    "casement_indexer_consumer_lag_messages",
+                    "High watermark minus committed offset, per assigned partition.",
+                ),
+                &["partition"],
+            )),
+            partitions: r.gauge(
+                "casement_indexer_partitions_assigned",
+                "Partitions assigned to this consumer.",
+            ),
+            in_flight: r.gauge(
+                "casement_indexer_in_flight_events",
+                "Events received and not yet written or dead-lettered.",
+            ),
+            store_write: r.histogram(
+                "casement_indexer_store_write_duration_seconds",
+                "Duration of one durable write (one event's plan).",
+                &LATENCY,
+            ),
+            points: r.gauge("casement_index_points", "Sentence points in the index."),
+            documents: r.gauge(
+                "casement_index_documents",
+                "Documents in the index (tombstones excluded).",
+            ),
+            registry,
+        }
+    }
+
+    pub fn stage(&self, stage: Stage, elapsed: std::time::Duration) {
+        self.stage_duration
+            .with_label_values(&[stage.as_str()])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn retry(&self, stage: RetryStage) {
+        self.retries.with_label_values(&[stage.as_str()]).inc();
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,181 @@
+//! One event against the index, in document order: fence → read the document's records →
+//! segment against them → enrich → plan → embed only what the plan says → write. Each step
+//! is a stage of [`crate::stages`], timed under its own label.
+//!
+//! These steps run in sequence per document because each reads what the previous event of
+//! the same document wrote; documents run concurrently in the pipeline's lanes.
+
+use std::time::Instant;
+
+use casement_events::{Change, Event};
+use casement_store::{Applied, Store};
+use casement_text::TextConfig;
+
+use crate::metrics::Metrics;
+use crate::outcome::{Decisions, Outcome, Reason, RetryStage, Stage};
+use crate::stages::embed::Embedder;
+use crate::stages::enrich::Enricher;
+use crate::stages::{fence, plan, read, segment, write};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("store ({}): {source}", stage.as_str())]
+    Store {
+        stage: RetryStage,
+        source: casement_store::Error,
+    },
+    #[error("embedding: {0}")]
+    Embed(#[from] casement_inference::Error),
+    /// The revision cannot be segmented (too large, ...): it never will be.
+    #[error("text: {0}")]
+    Text(#[from] casement_text::Error),
+}
+
+impl ProcessError {
+    pub(crate) fn store(stage: RetryStage) -> impl FnOnce(casement_store::Error) -> Self {
+        move |source| Self::Store { stage, source }
+    }
+
+    /// Worth retrying with backoff (the store or the model may come back); otherwise the
+    /// event goes to the dead-letter sink.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Store { source, .. } => source.is_transient(),
+            Self::Embed(_) => true,
+            Self::Text(_) => false,
+        }
+    }
+
+    /// Where a transient failure is retried.
+    pub fn retry_stage(&self) -> RetryStage {
+        match self {
+            Self::Store { stage, .. } => *stage,
+            Self::Embed(_) => RetryStage::Embed,
+            Self::Text(_) => RetryStage::Write,
+        }
+    }
+
+    /// The dead-letter reason of a permanent failure (model failures are always retried).
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::Text(_) => Reason::Text,
+            Self::Store { .. } | Self::Embed(_) => Reason::Store,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Processor<S> {
+    pub store: S,
+    embedder: Embedder,
+    enricher: Enricher,
+    text: TextConfig,
+    metrics: Metrics,
+    whole_documents: bool,
+}
+
+/// Times consecutive stages of one event.
+struct Lap<'a> {
+    metrics: &'a Metrics,
+    clock: Instant,
+}
+
+impl Lap<'_> {
+    fn done(&mut self, stage: Stage) -> std::time::Duration {
+        let now = Instant::now();
+        let elapsed = now - self.clock;
+        self.metrics.stage(stage, elapsed);
+        self.clock = now;
+        elapsed
+    }
+}
+
+impl<S: Store> Processor<S> {
+    pub fn new(
+        store: S,
+        embedder: Embedder,
+        enricher: Enricher,
+        text: TextConfig,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            store,
+            embedder,
+            enricher,
+            text,
+            metrics,
+            whole_documents: false,
+        }
+    }
+
+    /// Ablation for benchmarks: re-embed every sentence of every upserted revision, without
+    /// the embedding cache, as an indexer without a differ would. The points written are
+    /// the same; only the embedding work differs.
+    pub fn with_whole_documents(mut self, on: bool) -> Self {
+        self.whole_documents = on;
+        self
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Applies one event: [`Outcome::Applied`], [`Outcome::Deleted`] or
+    /// [`Outcome::Stale`]. Safe to call again with the same event (at-least-once delivery):
+    /// the plan is computed from the index, so a repeat writes nothing new.
+    pub async fn process(&self, event: &Event) -> Result<Outcome, ProcessError> {
+        let mut lap = Lap {
+            metrics: &self.metrics,
+            clock: Instant::now(),
+        };
+        let fenced = fence::run(&self.store, event).await?;
+        lap.done(Stage::Fence);
+        let revision = match fenced {
+            fence::Fenced::Stale { indexed_revision } => {
+                return Ok(Outcome::Stale { indexed_revision });
+            }
+            fence::Fenced::Apply { revision } => revision,
+        };
+        let current = read::run(&self.store, event.doc_id()).await?;
+        lap.done(Stage::Read);
+        let plan = match &event.change {
+            Change::Upsert(rev) => {
+                let segmented = segment::run(&current, rev, &self.text)?;
+                lap.done(Stage::Segment);
+                let contexts = self.enricher.contexts(&segmented, &current).await;
+                lap.done(Stage::Enrich);
+                plan::upsert(
+                    &current,
+                    &segmented,
+                    &self.text,
+                    &contexts,
+                    self.whole_documents,
+                )
+            }
+            Change::Delete { .. } => plan::delete(&current, event.doc_id(), revision),
+        };
+        lap.done(Stage::Plan);
+        let embedded = self
+            .embedder
+            .embed(&plan.embed, !self.whole_documents)
+            .await?;
+        lap.done(Stage::Embed);
+        let decisions = Decisions {
+            embedded: embedded.from_model,
+            reused: embedded.from_cache,
+            payload_updated: plan.update_payload.len(),
+            deleted: plan.delete.len(),
+            unchanged: plan.unchanged,
+        };
+        let written = write::run(&self.store, &plan, &embedded.vectors).await?;
+        let write_time = lap.done(Stage::Write);
+        self.metrics.store_write.observe(write_time.as_secs_f64());
+        Ok(match written {
+            Applied::Stale { indexed_revision } => Outcome::Stale { indexed_revision },
+            Applied::Written if matches!(event.change, Change::Delete { .. }) => {
+                Outcome::Deleted(decisions)
+            }
+            Applied::Written => Outcome::Applied(decisions),
+        })
+    }
+}

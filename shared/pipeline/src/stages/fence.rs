@@ -1,0 +1,38 @@
+//! Fence stage: is the event newer than what the index holds for its document (invariant
+//! 4)? Reads the document's state (or tombstone) and applies `casement_text::fence`.
+
+use casement_events::{Change, Event};
+use casement_store::Store;
+use casement_text::Fence;
+
+use crate::outcome::RetryStage;
+use crate::processor::ProcessError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fenced {
+    /// Go on, at this revision.
+    Apply { revision: u64 },
+    /// Not newer than the indexed revision (or the tombstone): nothing to write.
+    Stale { indexed_revision: u64 },
+}
+
+pub async fn run<S: Store>(store: &S, event: &Event) -> Result<Fenced, ProcessError> {
+    let indexed = store
+        .document(event.doc_id())
+        .await
+        .map_err(ProcessError::store(RetryStage::Fence))?;
+    let (is_delete, revision) = match &event.change {
+        Change::Upsert(revision) => (false, revision.revision),
+        // A delete without a revision (a Debezium tombstone) applies at the indexed one.
+        Change::Delete { revision, .. } => (
+            true,
+            revision.unwrap_or_else(|| indexed.as_ref().map_or(0, |d| d.revision)),
+        ),
+    };
+    Ok(
+        match casement_text::fence(indexed.as_ref(), revision, is_delete) {
+            Fence::Stale { indexed_revision } => Fenced::Stale { indexed_revision },
+            Fence::Apply => Fenced::Apply { revision },
+        },
+    )
+}

@@ -1,0 +1,81 @@
+//! A lane: processes its documents' events one by one through the
+//! [`Processor`](crate::Processor). A transient failure (store, model) retries with
+//! exponential backoff and holds the lane (a full pipeline then pauses the source); a
+//! permanent one dead-letters the event.
+
+use std::sync::Arc;
+
+use casement_events::Change;
+use casement_store::Store;
+use tokio::sync::{mpsc, watch};
+
+use super::route::LaneItem;
+use crate::config::PipelineConfig;
+use crate::processor::Processor;
+use crate::source::DeadLetter;
+use crate::spawn::{Done, Letter, backoff};
+
+pub async fn run<S: Store>(
+    mut items: mpsc::Receiver<LaneItem>,
+    processor: Arc<Processor<S>>,
+    config: PipelineConfig,
+    letters: mpsc::Sender<Letter>,
+    done: mpsc::Sender<Done>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    while let Some(item) = items.recv().await {
+        if *shutdown.borrow() {
+            return;
+        }
+        let event = &item.event;
+        let origin = item.receipt.origin;
+        let revision = match &event.change {
+            Change::Upsert(revision) => Some(revision.revision),
+            Change::Delete { revision, .. } => *revision,
+        };
+        let document = Some((event.doc_id().to_owned(), revision));
+        let mut delay = config.retry_initial();
+        let processed = loop {
+            match processor.process(event).await {
+                Ok(outcome) => break Ok(outcome),
+                Err(error) if error.is_transient() => {
+                    processor.metrics().retry(error.retry_stage());
+                    tracing::warn!(doc_id = event.doc_id(), source = %origin.source,
+                        offset = origin.offset, %error, retry_in_ms = delay.as_millis() as u64,
+                        "transient failure; retrying");
+                    if backoff(delay, &mut shutdown).await {
+                        return; // Not finished: not committed, delivered again after restart.
+                    }
+                    delay = (delay * 2).min(config.retry_max());
+                }
+                Err(error) => break Err(error),
+            }
+        };
+        let sent = match processed {
+            Ok(outcome) => {
+                let finished = Done::new(item.receipt, document, outcome, None);
+                done.send(finished).await.is_ok()
+            }
+            Err(error) => {
+                // The dead-letter stage reports it when the letter is stored.
+                let payload = item.payload.or_else(|| casement_events::native_json(event));
+                let letter = DeadLetter {
+                    origin,
+                    key: item.key,
+                    payload,
+                    reason: error.reason(),
+                    detail: error.to_string(),
+                };
+                let letter = Letter {
+                    letter,
+                    document,
+                    receipt: item.receipt,
+                };
+                letters.send(letter).await.is_ok()
+            }
+        };
+        if !sent {
+            return;
+        }
+    }
+}

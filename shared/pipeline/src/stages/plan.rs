@@ -1,0 +1,33 @@
+//! Plan stage: the operations that turn the indexed records into the target state (embed,
+//! payload update, delete, unchanged; `casement_text::plan_segmented` / `plan_delete`).
+
+use casement_text::{
+    ChangePlan, Section, SegmentedRevision, SentenceRecord, TextConfig, build_records_with,
+    plan_delete, plan_segmented,
+};
+
+use super::enrich::Contexts;
+
+/// The plan of an upsert. `whole_documents` is the benchmarks' ablation: every sentence
+/// re-embedded, as an indexer without a differ would (the points written are the same).
+pub fn upsert(
+    current: &[SentenceRecord],
+    segmented: &SegmentedRevision,
+    config: &TextConfig,
+    contexts: &Contexts,
+    whole_documents: bool,
+) -> ChangePlan {
+    let context_of = |section: &Section| contexts.get(&section.id).cloned().unwrap_or_default();
+    let mut plan = plan_segmented(current, segmented, config, context_of);
+    if whole_documents {
+        plan.embed = build_records_with(segmented, config, context_of);
+        plan.update_payload.clear();
+        plan.unchanged = 0;
+    }
+    plan
+}
+
+/// The plan of a delete at `revision`.
+pub fn delete(current: &[SentenceRecord], doc_id: &str, revision: u64) -> ChangePlan {
+    plan_delete(current, doc_id, revision)
+}

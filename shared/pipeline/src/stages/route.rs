@@ -1,0 +1,85 @@
+//! Route stage: decodes each message and sends it to its document's lane (a document always
+//! maps to the same lane, so its events run in order), or rejects it to the dead letters.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use casement_events::{DecodeConfig, Event};
+use tokio::sync::{mpsc, watch};
+
+use super::decode;
+use crate::metrics::Metrics;
+use crate::source::{Body, DeadLetter, SourceMessage};
+use crate::spawn::{Letter, Receipt};
+
+/// A decoded event on its way through a lane.
+#[derive(Debug)]
+pub struct LaneItem {
+    pub event: Box<Event>,
+    pub key: Option<Vec<u8>>,
+    /// The bytes it was decoded from (none when a local source built the event).
+    pub payload: Option<Vec<u8>>,
+    pub receipt: Receipt,
+}
+
+pub async fn run(
+    mut input: mpsc::Receiver<SourceMessage>,
+    lanes: Vec<mpsc::Sender<LaneItem>>,
+    letters: mpsc::Sender<Letter>,
+    config: DecodeConfig,
+    metrics: Metrics,
+    shutdown: watch::Receiver<bool>,
+) {
+    while let Some(message) = input.recv().await {
+        if *shutdown.borrow() {
+            break;
+        }
+        let receipt = Receipt {
+            origin: message.origin,
+            resend: message.resend,
+            reply: message.reply,
+        };
+        let payload = match &message.body {
+            Body::Bytes(bytes) => bytes.clone(),
+            Body::Event(_) => None,
+        };
+        let key = message.key;
+        let sent = match decode::run(message.body, key.as_deref(), &config, &metrics) {
+            Ok(event) => {
+                let lane = lane_of(event.doc_id(), lanes.len());
+                let item = LaneItem {
+                    event,
+                    key,
+                    payload,
+                    receipt,
+                };
+                lanes[lane].send(item).await.is_ok()
+            }
+            Err(rejected) => {
+                let letter = DeadLetter {
+                    origin: receipt.origin,
+                    key,
+                    payload,
+                    reason: rejected.reason,
+                    detail: rejected.detail,
+                };
+                letters
+                    .send(Letter {
+                        letter,
+                        document: None,
+                        receipt,
+                    })
+                    .await
+                    .is_ok()
+            }
+        };
+        if !sent {
+            break;
+        }
+    }
+}
+
+fn lane_of(doc_id: &str, lanes: usize) -> usize {
+    let mut hasher = DefaultHasher::new();
+    doc_id.hash(&mut hasher);
+    (hasher.finish() % lanes as u64) as usize
+}
