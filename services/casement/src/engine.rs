@@ -4,14 +4,13 @@
 //! One Prometheus registry serves every metric.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context;
 use casement_inference::Embed;
 use casement_pipeline::factory::{self, ProcessorConfig};
 use casement_pipeline::{Finished, Metrics, Offsets, Shutdown, SourceId, Stages};
-use casement_store::AnyStore;
+use casement_store::{AnyStore, StoreProbe};
 use prometheus::Registry;
 use tokio::sync::{mpsc, watch};
 
@@ -24,6 +23,7 @@ pub struct Engine {
     pub config: CasementConfig,
     pub feeder: Feeder,
     pub store: AnyStore,
+    pub store_probe: StoreProbe,
     pub model: Arc<dyn Embed>,
     pub registry: Registry,
     pub pipeline_metrics: Metrics,
@@ -70,12 +70,8 @@ impl Engine {
             model.clone(),
             store.clone(),
         )?;
-        // Readiness is the query router's own check; the probe keeps the index gauges.
-        factory::spawn_store_probe(
-            store.clone(),
-            pipeline_metrics.clone(),
-            Arc::new(AtomicBool::new(false)),
-        );
+        // One probe: the index gauges and the query router's readiness.
+        let store_probe = factory::spawn_store_probe(store.clone(), &pipeline_metrics);
         let offsets = Offsets::default();
         let dead_letters = Arc::new(DeadLetterFile::new(&config.dead_letter_file()));
         let replay_start = positions.replay_next;
@@ -101,6 +97,7 @@ impl Engine {
             config,
             feeder,
             store,
+            store_probe,
             model,
             registry,
             pipeline_metrics,

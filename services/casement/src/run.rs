@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use casement_pipeline::Decision;
 use casement_query::api::{SearchRequest, SearchResponse};
-use casement_query::service::{app_with_openapi, load_reranker};
+use casement_query::service::{app_with, load_reranker};
 use tokio::sync::oneshot;
 
 use crate::config::CasementConfig;
@@ -48,13 +48,14 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     let reranker = load_reranker(&query_config).await?;
     let query_metrics = casement_query::Metrics::with_registry(engine.registry.clone());
     let openapi = webhook::openapi(&query_config, config.sources.webhook.enabled);
-    let query_app = app_with_openapi(
+    let query_app = app_with(
         query_config,
         engine.store.clone(),
         engine.model.clone(),
         reranker,
         query_metrics,
         openapi,
+        engine.store_probe.clone(),
     );
     let mut router = casement_query::router(query_app.clone());
     if config.sources.webhook.enabled {

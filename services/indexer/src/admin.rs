@@ -17,8 +17,8 @@ use casement_pipeline::Metrics;
 #[derive(Debug, Default)]
 pub struct Readiness {
     pub models_loaded: AtomicBool,
-    /// Kept by the store probe (`casement_pipeline::factory::spawn_store_probe`).
-    pub store_reachable: Arc<AtomicBool>,
+    /// The store probe (`casement_pipeline::factory::spawn_store_probe`), once started.
+    pub store: std::sync::OnceLock<casement_store::StoreProbe>,
 }
 
 #[derive(Debug, Clone)]
@@ -57,7 +57,12 @@ async fn readyz(State(state): State<AdminState>) -> impl IntoResponse {
     let r = &state.readiness;
     let checks = [
         ("models_loaded", r.models_loaded.load(Ordering::Relaxed)),
-        ("store_reachable", r.store_reachable.load(Ordering::Relaxed)),
+        (
+            "store_reachable",
+            r.store
+                .get()
+                .is_some_and(casement_store::StoreProbe::reachable),
+        ),
         ("partitions_assigned", state.metrics.partitions.get() > 0),
     ];
     let body: String = checks

@@ -44,11 +44,8 @@ pub async fn run(config: IndexerConfig, shutdown: impl Future<Output = ()>) -> a
     tracing::info!(%address, "admin port: /healthz /readyz /metrics");
     let processor = processor(&config, &metrics).await?;
     readiness.models_loaded.store(true, Ordering::Relaxed);
-    factory::spawn_store_probe(
-        processor.store.clone(),
-        metrics.clone(),
-        readiness.store_reachable.clone(),
-    );
+    let probe = factory::spawn_store_probe(processor.store.clone(), &metrics);
+    let _ = readiness.store.set(probe);
     let running = start(&config, processor, None)?;
     shutdown.await;
     tracing::info!("stopping: finishing events in hand");

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
+use casement_events::revision_log::LogEvent;
 use casement_events::{Change, Event, EventFormat};
 use casement_text::{Format, Revision};
 
@@ -43,38 +44,37 @@ fn event(doc_id: String, title: &str, format: Format, content: String) -> Event 
 }
 
 /// The non-delete revisions with content of each document of a revision log, oldest first
-/// (a delete forgets the document's earlier revisions).
-fn revisions(path: &Path) -> Vec<Vec<serde_json::Value>> {
-    let mut pages: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
-    for line in lines(path) {
-        let doc_id = line["doc_id"].as_str().unwrap_or_default().to_owned();
-        if line["change"] == "delete" {
-            pages.remove(&doc_id);
-        } else if line["content"].is_string() {
-            pages.entry(doc_id).or_default().push(line);
+/// (a delete forgets the document's earlier revisions), in the log's one publish order.
+fn revisions(path: &Path) -> Vec<Vec<LogEvent>> {
+    let mut pages: BTreeMap<String, Vec<LogEvent>> = BTreeMap::new();
+    for event in casement_testkit::read_log(path) {
+        if event.is_delete() {
+            pages.remove(&event.doc_id);
+        } else if !event.content.is_empty() {
+            pages.entry(event.doc_id.clone()).or_default().push(event);
         }
     }
     pages.into_values().collect()
 }
 
 /// The middle revision of each document with at least three revisions.
-fn middles(pages: &[Vec<serde_json::Value>]) -> impl Iterator<Item = Event> + '_ {
+fn middles(pages: &[Vec<LogEvent>]) -> impl Iterator<Item = Event> + '_ {
     pages
         .iter()
         .filter(|revs| revs.len() >= 3)
         .map(|revs| log_event("middle-revision:", &revs[revs.len() / 2]))
 }
 
-fn log_event(prefix: &str, line: &serde_json::Value) -> Event {
-    let format = match line["format"].as_str() {
-        Some("text") => Format::Text,
+fn log_event(prefix: &str, line: &LogEvent) -> Event {
+    let format = match line.format.as_str() {
+        "text" => Format::Text,
         _ => Format::Markdown,
     };
     event(
-        format!("{prefix}{}", line["doc_id"].as_str().unwrap_or_default()),
-        line["title"].as_str().unwrap_or("untitled"),
+        format!("{prefix}{}", line.doc_id),
+        line.title.as_deref().unwrap_or("untitled"),
         format,
-        line["content"].as_str().unwrap_or_default().to_owned(),
+        line.content.clone(),
     )
 }
 
@@ -103,7 +103,7 @@ pub fn events() -> impl Iterator<Item = Event> {
         });
     let handbook = revisions(&data("revisions/18f-handbook/all.jsonl.gz"));
     let wikipedia = revisions(&data("revisions/wikipedia-versions/all.jsonl.gz"));
-    let last = |pages: &[Vec<serde_json::Value>]| -> Vec<Event> {
+    let last = |pages: &[Vec<LogEvent>]| -> Vec<Event> {
         pages
             .iter()
             .filter_map(|revs| revs.last())

@@ -2,7 +2,6 @@
 //! Errors become responses in one place (`error.rs`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use axum::extract::rejection::JsonRejection;
@@ -52,7 +51,7 @@ pub struct App<S> {
     pub config: QueryConfig,
     pub metrics: Metrics,
     /// Set by the store probe; `/readyz` answers 503 while it is false.
-    pub store_reachable: AtomicBool,
+    pub store_probe: casement_store::StoreProbe,
     /// The served OpenAPI document ([`openapi`]).
     pub openapi: String,
 }
@@ -173,7 +172,7 @@ async fn document<S: Store + 'static>(
 }
 
 async fn readyz<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
-    if app.store_reachable.load(Ordering::Relaxed) {
+    if app.store_probe.reachable() {
         "models_loaded: ok\nstore_reachable: ok\n".into_response()
     } else {
         (
@@ -185,10 +184,7 @@ async fn readyz<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
 }
 
 async fn metrics_text<S>(State(app): State<Arc<App<S>>>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.metrics.render(),
-    )
+    casement_service::metrics(&app.metrics.registry)
 }
 
 async fn openapi_json<S>(State(app): State<Arc<App<S>>>) -> impl IntoResponse {

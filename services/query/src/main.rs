@@ -25,13 +25,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    casement_service::exit(|| run(cli))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -40,11 +34,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run => {
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .context("starting the runtime")?
-                .block_on(casement_query::service::run(config))?;
+            casement_service::runtime()?.block_on(casement_query::service::run(
+                config,
+                casement_service::stop_signal(),
+            ))?;
         }
         Command::CheckConfig => print!(
             "{}",

@@ -1,9 +1,7 @@
 //! The query service's Prometheus metrics. Every name here is listed in `docs/metrics.md`
 //! (a test scrapes `/metrics` and checks the two agree).
 
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
 /// Search stages (`stage` label).
 pub const STAGES: [&str; 6] = ["wait", "embed", "search", "expand", "merge", "rerank"];
@@ -128,13 +126,5 @@ impl Metrics {
             tokens_returned,
             rerank_candidates,
         }
-    }
-
-    /// The Prometheus text exposition of every metric.
-    pub fn render(&self) -> String {
-        let mut buffer = Vec::new();
-        // Encoding into a Vec cannot fail for well-formed metrics.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buffer);
-        String::from_utf8_lossy(&buffer).into_owned()
     }
 }

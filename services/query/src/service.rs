@@ -1,13 +1,12 @@
-//! Starting the service: load the models, open the store, probe it, serve until SIGTERM.
+//! Starting the service: load the models, open the store, probe it, serve until the
+//! shutdown future its binary hands it resolves.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use anyhow::Context;
-use casement_inference::{BlockingPool, Embed, OnnxEmbedder, load_embedder};
-use casement_store::{AnyStore, Store};
+use casement_inference::{BlockingPool, Embed, load_embedder};
+use casement_store::{AnyStore, Store, StoreProbe};
 
 use crate::config::QueryConfig;
 use crate::http::{App, router};
@@ -20,11 +19,9 @@ pub async fn load_models(
     config: &QueryConfig,
 ) -> anyhow::Result<(Arc<dyn Embed>, Option<Reranker>)> {
     let embedder_config = config.embedder.clone();
-    let embedder: Arc<dyn Embed> = Arc::new(
-        tokio::task::spawn_blocking(move || OnnxEmbedder::load(&embedder_config))
-            .await?
-            .context("loading the query embedder ([embedder])")?,
-    );
+    let embedder = tokio::task::spawn_blocking(move || load_embedder(&embedder_config))
+        .await?
+        .context("loading the query embedder ([embedder])")?;
     Ok((embedder, load_reranker(config).await?))
 }
 
@@ -59,17 +56,20 @@ pub fn app<S: Store + Clone + 'static>(
     metrics: Metrics,
 ) -> Arc<App<S>> {
     let openapi = crate::http::openapi(&config);
-    app_with_openapi(config, store, embedder, reranker, metrics, openapi)
+    let probe = StoreProbe::spawn(store.clone(), |_| {});
+    app_with(config, store, embedder, reranker, metrics, openapi, probe)
 }
 
-/// [`app`] serving `openapi` at `/openapi.json` (the all-in-one adds its webhook to it).
-pub fn app_with_openapi<S: Store + Clone + 'static>(
+/// [`app`] serving `openapi` at `/openapi.json` and answering `/readyz` from `probe`: the
+/// all-in-one adds its webhook to the document and shares its one store probe.
+pub fn app_with<S: Store + Clone + 'static>(
     config: QueryConfig,
     store: S,
     embedder: Arc<dyn Embed>,
     reranker: Option<Reranker>,
     metrics: Metrics,
     openapi: String,
+    probe: StoreProbe,
 ) -> Arc<App<S>> {
     let searcher = Searcher::new(
         store,
@@ -78,30 +78,13 @@ pub fn app_with_openapi<S: Store + Clone + 'static>(
         &config,
         metrics.clone(),
     );
-    let app = Arc::new(App {
+    Arc::new(App {
         searcher,
         openapi,
         config,
         metrics,
-        store_reachable: AtomicBool::new(false),
-    });
-    spawn_store_probe(&app);
-    app
-}
-
-/// Checks every 5 s that the store answers; `/readyz` follows.
-fn spawn_store_probe<S: Store + 'static>(app: &Arc<App<S>>) {
-    let weak = Arc::downgrade(app);
-    tokio::spawn(async move {
-        while let Some(app) = weak.upgrade() {
-            let ok = app.searcher.store().stats().await.is_ok();
-            if app.store_reachable.swap(ok, Ordering::Relaxed) != ok {
-                tracing::info!(reachable = ok, "store probe");
-            }
-            drop(app);
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
-    });
+        store_probe: probe,
+    })
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then finishes requests in flight.
@@ -116,8 +99,12 @@ pub async fn serve<S: Store + 'static>(
         .context("HTTP server")
 }
 
-/// `casement-query run`: everything from the config, until SIGTERM or Ctrl-C.
-pub async fn run(config: QueryConfig) -> anyhow::Result<()> {
+/// `casement-query run`: everything from the config, until `shutdown` resolves (its binary
+/// hands it SIGTERM or Ctrl-C); then requests in flight finish.
+pub async fn run(
+    config: QueryConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     if config.auth.keys.is_empty() {
         tracing::warn!(
             "no API keys configured ([auth] keys): the API is open to anyone who can reach {}",
@@ -135,7 +122,7 @@ pub async fn run(config: QueryConfig) -> anyhow::Result<()> {
         "query service listening (POST /v1/search, GET /openapi.json, /metrics)"
     );
     let app = app(config, store, embedder, reranker, Metrics::new());
-    serve(listener, app, shutdown_signal()).await?;
+    serve(listener, app, shutdown).await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -144,23 +131,4 @@ pub async fn bind(listen: SocketAddr) -> anyhow::Result<tokio::net::TcpListener>
     tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("listening on {listen}"))
-}
-
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        _ = terminate => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    tracing::info!("shutting down: finishing requests in flight");
 }

@@ -81,7 +81,7 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
     );
     // It did exercise the search and document operations, with accepted and rejected
     // requests, and the server answered no 5xx (counted by the server itself).
-    let metrics = served.app.metrics.render();
+    let metrics = casement_service::render(&served.app.metrics.registry);
     let count = |route: &str, class: char| -> u64 {
         metrics
             .lines()

@@ -4,11 +4,9 @@
 //! service and the all-in-one build them here, and only here.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use casement_inference::{BlockingPool, Embed, EmbedderConfig};
-use casement_store::Store;
+use casement_store::{Store, StoreProbe};
 use casement_text::TextConfig;
 
 use crate::config::{EnrichConfig, PipelineConfig};
@@ -17,14 +15,13 @@ use crate::processor::Processor;
 use crate::stages::embed::{Embedder, embedding_cache};
 use crate::stages::enrich::Enricher;
 
-/// Loads the embedding model of `[embedder]`.
+/// Loads the embedding model of `[embedder]` (`kind = "onnx"`, the default, or a hosted
+/// `"openai"` one), off the async executor.
 pub async fn load_model(config: &EmbedderConfig) -> anyhow::Result<Arc<dyn Embed>> {
     let config = config.clone();
-    let model =
-        tokio::task::spawn_blocking(move || casement_inference::OnnxEmbedder::load(&config))
-            .await?
-            .map_err(|e| anyhow::anyhow!("loading the embedding model: {e}"))?;
-    Ok(Arc::new(model))
+    tokio::task::spawn_blocking(move || casement_inference::load_embedder(&config))
+        .await?
+        .map_err(|e| anyhow::anyhow!("loading the embedding model ([embedder]): {e}"))
 }
 
 /// What the processor reads of a service's config.
@@ -58,27 +55,13 @@ pub fn processor<S: Store>(
     ))
 }
 
-/// Every 5 s: the index gauges (points, documents), and whether the store answers (for
-/// readiness). Runs until the runtime stops.
-pub fn spawn_store_probe<S: Store + Clone + 'static>(
-    store: S,
-    metrics: Metrics,
-    store_reachable: Arc<AtomicBool>,
-) {
-    tokio::spawn(async move {
-        loop {
-            match store.stats().await {
-                Ok(stats) => {
-                    metrics.points.set(stats.points as i64);
-                    metrics.documents.set(stats.documents as i64);
-                    store_reachable.store(true, Ordering::Relaxed);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "store probe failed");
-                    store_reachable.store(false, Ordering::Relaxed);
-                }
-            }
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
-    });
+/// The process's one store probe: it keeps the index gauges (points, documents) and
+/// answers readiness (`StoreProbe::reachable`), for the indexer's admin port and the
+/// all-in-one's query router alike.
+pub fn spawn_store_probe<S: Store + 'static>(store: S, metrics: &Metrics) -> StoreProbe {
+    let (points, documents) = (metrics.points.clone(), metrics.documents.clone());
+    StoreProbe::spawn(store, move |stats| {
+        points.set(stats.points as i64);
+        documents.set(stats.documents as i64);
+    })
 }

@@ -17,6 +17,7 @@ pub mod bm25;
 pub mod config;
 mod edge;
 mod error;
+pub mod probe;
 pub mod schema;
 mod server;
 mod write_steps;
@@ -32,6 +33,7 @@ pub use bm25::{Bm25, SparseVector};
 pub use config::{Backend, Bm25Settings, EdgeSettings, ServerSettings, StoreConfig};
 pub use edge::EdgeStore;
 pub use error::{Error, Result};
+pub use probe::StoreProbe;
 pub use server::ServerStore;
 
 /// What [`Store::apply`] did with a plan.

@@ -55,7 +55,9 @@ impl CorpusEvent {
     }
 }
 
-/// Reads a revision log (`.jsonl` or `.jsonl.gz`) in global event order.
+/// Reads a revision log (`.jsonl` or `.jsonl.gz`) in publish order: by `seq`, then line,
+/// the order of `casement_events::revision_log::read` (which this crate cannot depend on,
+/// even for tests, without adding to the text core's dependency tree).
 pub fn read_events(path: &std::path::Path) -> Vec<CorpusEvent> {
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let reader: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
@@ -63,12 +65,17 @@ pub fn read_events(path: &std::path::Path) -> Vec<CorpusEvent> {
     } else {
         Box::new(std::io::BufReader::new(file))
     };
-    let mut events: Vec<CorpusEvent> = reader
+    let mut events: Vec<(u64, usize, CorpusEvent)> = reader
         .lines()
-        .map(|line| serde_json::from_str(&line.expect("line")).expect("corpus record"))
+        .enumerate()
+        .map(|(index, line)| {
+            let event: CorpusEvent =
+                serde_json::from_str(&line.expect("line")).expect("corpus record");
+            (event.seq.unwrap_or(index as u64), index, event)
+        })
         .collect();
-    events.sort_by_key(|e| (e.seq.unwrap_or(0), e.doc_id.clone(), e.revision));
-    events
+    events.sort_by_key(|(seq, index, _)| (*seq, *index));
+    events.into_iter().map(|(_, _, event)| event).collect()
 }
 
 /// Fences and plans one event against `index`, as the indexer does.
