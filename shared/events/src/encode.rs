@@ -18,18 +18,9 @@ pub fn native_json(event: &Event) -> Option<Vec<u8>> {
             metadata: Default::default(),
             event_time: None,
         },
-        Change::Delete { doc_id, revision } => NativeEvent {
-            kind: NativeType::Delete,
-            doc_id: doc_id.clone(),
-            revision: revision.unwrap_or_default(),
-            title: None,
-            format: None,
-            content: None,
-            tenant: None,
-            url: None,
-            metadata: Default::default(),
-            event_time: None,
-        },
+        Change::Delete { doc_id, revision } => {
+            NativeEvent::delete(doc_id, revision.unwrap_or_default())
+        }
     };
     serde_json::to_vec(&native).ok()
 }

@@ -49,6 +49,22 @@ pub(crate) fn decode(json: Value, format: EventFormat) -> Result<Event, Rejectio
 }
 
 impl NativeEvent {
+    /// A delete of `doc_id` at `revision`.
+    pub fn delete(doc_id: &str, revision: u64) -> Self {
+        Self {
+            kind: NativeType::Delete,
+            doc_id: doc_id.to_owned(),
+            revision,
+            title: None,
+            format: None,
+            content: None,
+            tenant: None,
+            url: None,
+            metadata: Default::default(),
+            event_time: None,
+        }
+    }
+
     pub fn into_event(self, format: EventFormat) -> Result<Event, Rejection> {
         if self.doc_id.trim().is_empty() {
             return Err(reject("schema", "doc_id is empty"));

@@ -47,16 +47,22 @@ pub(crate) fn check_revision(revision: u64) -> Result<i64> {
     i64::try_from(revision).map_err(|_| Error::RevisionRange(revision))
 }
 
+/// A struct as a JSON object (the payload of a point of `doc_id`).
+fn object<T: serde::Serialize>(value: &T, doc_id: &str) -> Result<Map<String, Value>> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => unreachable!("a struct serialises to a JSON object"),
+        Err(e) => Err(Error::Payload {
+            doc_id: doc_id.to_owned(),
+            message: e.to_string(),
+        }),
+    }
+}
+
 /// A sentence record as a payload: every field but `id` (the point id), plus `kind`.
 pub fn sentence_payload(record: &SentenceRecord) -> Result<Map<String, Value>> {
     check_revision(record.revision)?;
-    let Value::Object(mut map) = serde_json::to_value(record).map_err(|e| Error::Payload {
-        doc_id: record.doc_id.clone(),
-        message: e.to_string(),
-    })?
-    else {
-        unreachable!("a struct serialises to a JSON object")
-    };
+    let mut map = object(record, &record.doc_id)?;
     map.remove("id");
     map.insert(KIND.to_owned(), Value::from(KIND_SENTENCE));
     Ok(map)
@@ -78,13 +84,7 @@ pub fn sentence_from_payload(id: Uuid, mut payload: Map<String, Value>) -> Resul
 
 pub fn document_payload(state: &DocumentState) -> Result<Map<String, Value>> {
     check_revision(state.revision)?;
-    let Value::Object(mut map) = serde_json::to_value(state).map_err(|e| Error::Payload {
-        doc_id: state.doc_id.clone(),
-        message: e.to_string(),
-    })?
-    else {
-        unreachable!("a struct serialises to a JSON object")
-    };
+    let mut map = object(state, &state.doc_id)?;
     map.insert(KIND.to_owned(), Value::from(KIND_DOCUMENT));
     Ok(map)
 }

@@ -126,6 +126,14 @@ pub struct Client {
 }
 
 impl Client {
+    /// The value of one series of `/metrics` (0 when it is not served).
+    pub async fn metric(&self, series: &str) -> f64 {
+        let (_, text) = self.get("/metrics").await;
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
     pub fn new(base: &str) -> Self {
         Self {
             http: reqwest::Client::new(),

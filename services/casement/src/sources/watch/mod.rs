@@ -11,40 +11,22 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use casement_events::{NativeEvent, NativeType};
-use serde::{Deserialize, Serialize};
 
 use casement_pipeline::SourceId;
 
+mod files;
+mod state;
+
+use files::scan;
+pub use files::{doc_id, format_of, title_of};
+pub use state::adopt;
+use state::{Entry, STATE_FILE, now_secs};
+
 use super::{Feeder, read_state, write_state};
-
-/// What was sent for each document, under the data directory.
-const STATE_FILE: &str = "watch.json";
 use crate::config::WatchConfig;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Entry {
-    path: PathBuf,
-    revision: u64,
-    hash: u64,
-    deleted: bool,
-    #[serde(default)]
-    mtime_ns: u128,
-    #[serde(default)]
-    len: u64,
-}
-
-/// A file found by a scan.
-#[derive(Debug)]
-struct Found {
-    doc_id: String,
-    path: PathBuf,
-    format: &'static str,
-    mtime_ns: u128,
-    len: u64,
-}
 
 #[derive(Debug)]
 pub struct Watcher {
@@ -52,131 +34,6 @@ pub struct Watcher {
     state_path: PathBuf,
     state: BTreeMap<String, Entry>,
     feeder: Feeder,
-}
-
-/// The format of a file by its extension; other files are not documents.
-pub fn format_of(path: &Path) -> Option<&'static str> {
-    let name = path.file_name()?.to_str()?;
-    if name.starts_with('.') || name.ends_with('~') {
-        return None;
-    }
-    match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
-        "md" | "markdown" => Some("markdown"),
-        "html" | "htm" => Some("html"),
-        "txt" | "text" => Some("text"),
-        "wiki" | "mediawiki" => Some("wikitext"),
-        _ => None,
-    }
-}
-
-/// `prefix` + the path under `root` without its extension, with `/` separators.
-pub fn doc_id(prefix: &str, root: &Path, path: &Path) -> Option<String> {
-    let relative = path.strip_prefix(root).ok()?.with_extension("");
-    let parts: Vec<&str> = relative
-        .components()
-        .map(|c| c.as_os_str().to_str())
-        .collect::<Option<_>>()?;
-    Some(format!("{prefix}{}", parts.join("/")))
-}
-
-/// The title: a YAML front-matter `title:`, else the first Markdown `# ` heading or HTML
-/// `<title>`, else the file name.
-pub fn title_of(path: &Path, content: &str) -> String {
-    let front_matter = content
-        .strip_prefix("---\n")
-        .and_then(|rest| rest.split("\n---").next())
-        .and_then(|block| block.lines().find_map(|l| l.strip_prefix("title:")));
-    let heading = || content.lines().find_map(|l| l.strip_prefix("# "));
-    let html = || {
-        let start = content.find("<title>")? + "<title>".len();
-        let end = content[start..].find("</title>")?;
-        Some(&content[start..start + end])
-    };
-    front_matter
-        .or_else(heading)
-        .or_else(html)
-        .map(|t| t.trim().trim_matches('"').to_owned())
-        .filter(|t| !t.is_empty())
-        .unwrap_or_else(|| {
-            path.file_stem().map_or_else(String::new, |s| {
-                s.to_string_lossy().replace(['-', '_'], " ")
-            })
-        })
-}
-
-/// Every document file under `roots` (recursively, hidden entries skipped).
-fn scan(roots: &[PathBuf], prefix: &str) -> Vec<Found> {
-    let mut found = Vec::new();
-    for root in roots {
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let hidden = entry.file_name().to_string_lossy().starts_with('.');
-                let Ok(meta) = entry.metadata() else { continue };
-                if meta.is_dir() && !hidden {
-                    stack.push(path);
-                } else if let (true, Some(format), Some(doc_id)) = (
-                    meta.is_file(),
-                    format_of(&path),
-                    doc_id(prefix, root, &path),
-                ) {
-                    let mtime_ns = meta
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_nanos());
-                    found.push(Found {
-                        doc_id,
-                        path,
-                        format,
-                        mtime_ns,
-                        len: meta.len(),
-                    });
-                }
-            }
-        }
-    }
-    found.sort_by(|a, b| a.doc_id.cmp(&b.doc_id));
-    found
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// Records files already indexed at `revision` (the sample's checkout) in the watch state
-/// of `data_dir`, so the watcher takes them as known rather than as new saves.
-pub fn adopt(data_dir: &Path, files: &[(String, PathBuf, u64)]) -> anyhow::Result<()> {
-    let state_path = data_dir.join(STATE_FILE);
-    let mut state: BTreeMap<String, Entry> = read_state(&state_path);
-    for (doc_id, path, revision) in files {
-        let content = std::fs::read(path)?;
-        let meta = std::fs::metadata(path)?;
-        let mtime_ns = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos());
-        state.insert(
-            doc_id.clone(),
-            Entry {
-                path: path.clone(),
-                revision: *revision,
-                hash: xxhash_rust::xxh3::xxh3_64(&content),
-                deleted: false,
-                mtime_ns,
-                len: meta.len(),
-            },
-        );
-    }
-    write_state(&state_path, &state)?;
-    Ok(())
 }
 
 impl Watcher {
@@ -337,19 +194,8 @@ impl Watcher {
     }
 
     async fn send_delete(&self, doc_id: &str, revision: u64, resend: bool) -> anyhow::Result<()> {
-        let event = NativeEvent {
-            kind: NativeType::Delete,
-            doc_id: doc_id.to_owned(),
-            revision,
-            title: None,
-            format: None,
-            content: None,
-            tenant: None,
-            url: None,
-            metadata: Default::default(),
-            event_time: None,
-        };
-        self.send(event, resend).await
+        self.send(NativeEvent::delete(doc_id, revision), resend)
+            .await
     }
 
     async fn send(&self, event: NativeEvent, resend: bool) -> anyhow::Result<()> {
@@ -357,32 +203,5 @@ impl Watcher {
             .send_native(SourceId::Watch, event, resend)
             .await
             .map(|_| ())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn doc_ids_formats_and_titles() {
-        let root = Path::new("/docs");
-        assert_eq!(
-            doc_id("kb:", root, Path::new("/docs/a/b-c.md")).as_deref(),
-            Some("kb:a/b-c")
-        );
-        assert_eq!(format_of(Path::new("x.MD")), Some("markdown"));
-        assert_eq!(format_of(Path::new("x.htm")), Some("html"));
-        assert_eq!(format_of(Path::new(".x.md")), None);
-        assert_eq!(format_of(Path::new("x.md~")), None);
-        assert_eq!(format_of(Path::new("x.png")), None);
-        let p = Path::new("/docs/changing-your-name.md");
-        assert_eq!(
-            title_of(p, "---\ntitle: Changing your name\n---\nText."),
-            "Changing your name"
-        );
-        assert_eq!(title_of(p, "Intro.\n# Heading\n"), "Heading");
-        assert_eq!(title_of(p, "<html><title> Page </title>"), "Page");
-        assert_eq!(title_of(p, "no title"), "changing your name");
     }
 }

@@ -1,0 +1,51 @@
+//! What the replayed 18F stream must answer: a document whose text changed between its
+//! first and final revision.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::squash;
+
+/// A prose line of Markdown (no markup that the citation text would change).
+fn prose(line: &str) -> bool {
+    let line = line.trim();
+    line.split_whitespace().count() >= 10
+        && !line.starts_with('-')
+        && !line.chars().any(|c| "[]*`#|<>_:/{}\\\"".contains(c))
+}
+
+/// A document still live at the end of the stream whose first revision has a prose line
+/// the final one lacks, and whose final revision has one the first lacks:
+/// (doc_id, final revision, old line, new line).
+pub fn changed_document(log: &Path) -> (String, u64, String, String) {
+    let mut docs: BTreeMap<String, (Value, Value)> = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap().lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        let id = event["doc_id"].as_str().unwrap().to_owned();
+        if event["change"] == "delete" {
+            docs.remove(&id);
+        } else if event["content"].is_string() {
+            docs.entry(id)
+                .and_modify(|(_, last)| *last = event.clone())
+                .or_insert_with(|| (event.clone(), event));
+        }
+    }
+    for (id, (first, last)) in docs {
+        let (old, new) = (
+            first["content"].as_str().unwrap(),
+            last["content"].as_str().unwrap(),
+        );
+        let only_in = |a: &str, b: &str| {
+            a.lines()
+                .filter(|l| prose(l))
+                .find(|l| !squash(b).contains(&squash(l)))
+                .map(str::to_owned)
+        };
+        if let (Some(gone), Some(added)) = (only_in(old, new), only_in(new, old)) {
+            return (id, last["revision"].as_u64().unwrap(), gone, added);
+        }
+    }
+    panic!("no document of the stream changes a prose line");
+}
