@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use casement_indexer::config::IndexerConfig;
 use casement_indexer::{replay, service};
-use casement_pipeline::Metrics;
+use casement_pipeline::{Metrics, RetryStage};
 use casement_store::{Applied, EdgeStore, Error, Hit, HybridQuery, Result, Store, StoreStats};
 use casement_text::{ChangePlan, DocumentState, SentenceRecord};
 use support::{Broker, config, corpus, open_store, processor_over, read_log, unique};
@@ -111,7 +111,11 @@ async fn a_store_failure_and_a_broker_outage_mid_stream_lose_nothing() {
     wait_for(60).await;
     failing.store(true, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let retries = metrics.retries.with_label_values(&["store"]).get();
+    // The failing store refuses the durable write: retried at the write stage.
+    let retries = metrics
+        .retries
+        .with_label_values(&[RetryStage::Write.as_str()])
+        .get();
     assert!(retries > 0, "the failing store was retried");
     let committed_during = support::committed(&broker.bootstrap, &group, &topic, 3);
     failing.store(false, Ordering::SeqCst);

@@ -7,12 +7,7 @@ use casement_text::Format;
 use serde_json::{Value, json};
 
 fn events_dir() -> PathBuf {
-    std::env::var_os("CASEMENT_SHARED_DATA")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-            PathBuf::from,
-        )
-        .join("events")
+    casement_testkit::data("events")
 }
 
 fn read(path: &str) -> String {

@@ -3,8 +3,6 @@
 //! same model files, sentences, threads and batch sizes (`deploy/models/bench_python.py`, run
 //! in the same invocation). Prints a table; writes `target/bench/embed.json`.
 
-#[path = "../tests/support/bench_output.rs"]
-mod bench_output;
 #[path = "../tests/support/plumbing.rs"]
 mod plumbing;
 
@@ -27,7 +25,7 @@ const REPEATS: usize = 5;
 
 fn main() {
     let sentences = corpus_sentences();
-    let target = bench_output::bench_dir();
+    let target = casement_testkit::bench_dir();
     let sentences_file = target.join("embed-sentences.json");
     std::fs::write(
         &sentences_file,
@@ -263,23 +261,15 @@ fn python_baseline(
     )
 }
 
-/// Sentences of the last revision of each page of the 18F sample, in file order, deduplicated.
+/// Sentences of the last revision of each page of the 18F sample (in the log's publish
+/// order), deduplicated.
 fn corpus_sentences() -> Vec<String> {
-    let data = std::env::var_os("CASEMENT_SHARED_DATA").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-        PathBuf::from,
-    );
-    let path = data.join("revisions/18f-handbook/sample.jsonl");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let path = casement_testkit::data("revisions/18f-handbook/sample.jsonl");
+    let (events, _) = casement_events::revision_log::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut last = std::collections::BTreeMap::new();
-    for line in text.lines() {
-        let event: serde_json::Value = serde_json::from_str(line).expect("json");
-        if event["change"] != "delete" {
-            last.insert(
-                event["doc_id"].as_str().unwrap_or_default().to_owned(),
-                event,
-            );
-        }
+    for event in events.into_iter().filter(|e| !e.is_delete()) {
+        last.insert(event.doc_id.clone(), event);
     }
     let mut seen = std::collections::HashSet::new();
     let mut sentences = Vec::new();
@@ -291,7 +281,7 @@ fn corpus_sentences() -> Vec<String> {
             url: None,
             tenant: None,
             format: Format::Markdown,
-            content: event["content"].as_str().unwrap_or_default().to_owned(),
+            content: event.content,
         };
         let segmented = segment(&revision, &TextConfig::default()).expect("segments");
         for section in &segmented.sections {

@@ -4,8 +4,6 @@
 //! rescoring throughput (query-window pairs per second, windows of ~150 words).
 //! Writes `target/bench/rerank.json`.
 
-#[path = "../tests/support/bench_output.rs"]
-mod bench_output;
 #[path = "../tests/support/squad.rs"]
 mod squad;
 
@@ -137,7 +135,7 @@ fn main() {
             }),
         );
     }
-    let target = bench_output::bench_dir();
+    let target = casement_testkit::bench_dir();
     // Runs left out by BENCH_RERANK_ONLY keep their earlier figures.
     if let Some(serde_json::Value::Object(earlier)) = std::fs::read(target.join("rerank.json"))
         .ok()

@@ -34,10 +34,7 @@ struct Qa {
 }
 
 fn shared_data() -> PathBuf {
-    std::env::var_os("CASEMENT_SHARED_DATA").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-        PathBuf::from,
-    )
+    casement_testkit::data("")
 }
 
 /// xorshift64* with Box-Muller normals.
@@ -277,14 +274,5 @@ async fn main() {
         disk_per_100k / (1 << 20) as f64
     );
 
-    let out = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
-            PathBuf::from,
-        )
-        .join("bench");
-    std::fs::create_dir_all(&out).expect("create target/bench");
-    let file = out.join("store.json");
-    std::fs::write(&file, serde_json::to_string_pretty(&report).expect("json")).expect("write");
-    println!("wrote {}", file.display());
+    casement_testkit::write_bench_json("store.json", &report);
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::Value;
+use casement_events::revision_log::LogEvent;
 
 use crate::support::squash;
 
@@ -20,23 +20,18 @@ fn prose(line: &str) -> bool {
 /// the final one lacks, and whose final revision has one the first lacks:
 /// (doc_id, final revision, old line, new line).
 pub fn changed_document(log: &Path) -> (String, u64, String, String) {
-    let mut docs: BTreeMap<String, (Value, Value)> = BTreeMap::new();
-    for line in std::fs::read_to_string(log).unwrap().lines() {
-        let event: Value = serde_json::from_str(line).unwrap();
-        let id = event["doc_id"].as_str().unwrap().to_owned();
-        if event["change"] == "delete" {
-            docs.remove(&id);
-        } else if event["content"].is_string() {
-            docs.entry(id)
+    let mut docs: BTreeMap<String, (LogEvent, LogEvent)> = BTreeMap::new();
+    for event in casement_testkit::read_log(log) {
+        if event.is_delete() {
+            docs.remove(&event.doc_id);
+        } else {
+            docs.entry(event.doc_id.clone())
                 .and_modify(|(_, last)| *last = event.clone())
                 .or_insert_with(|| (event.clone(), event));
         }
     }
     for (id, (first, last)) in docs {
-        let (old, new) = (
-            first["content"].as_str().unwrap(),
-            last["content"].as_str().unwrap(),
-        );
+        let (old, new) = (first.content.as_str(), last.content.as_str());
         let only_in = |a: &str, b: &str| {
             a.lines()
                 .filter(|l| prose(l))
@@ -44,7 +39,7 @@ pub fn changed_document(log: &Path) -> (String, u64, String, String) {
                 .map(str::to_owned)
         };
         if let (Some(gone), Some(added)) = (only_in(old, new), only_in(new, old)) {
-            return (id, last["revision"].as_u64().unwrap(), gone, added);
+            return (id, last.revision, gone, added);
         }
     }
     panic!("no document of the stream changes a prose line");

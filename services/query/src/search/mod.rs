@@ -1,89 +1,27 @@
-//! One search, stage by stage: wait (read-your-writes) → embed → search (hybrid, fused) →
-//! expand → merge → rerank → answer. Each stage is timed into
-//! `casement_query_stage_duration_seconds`.
+//! One search, stage by stage: wait ([`wait`]) → embed (the query, on the blocking pool)
+//! → search (one hybrid store query, fused) → expand ([`expand`]) → merge ([`merge`]) →
+//! rerank ([`rerank`], [`excerpt`]) → select ([`merge::select`]) → answer ([`answer`]).
+//! Each stage is timed into `casement_query_stage_duration_seconds`.
 
+mod answer;
 pub mod excerpt;
 pub mod expand;
 pub mod merge;
+mod rerank;
+mod wait;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+pub use rerank::Reranker;
+
 use std::time::{Duration, Instant};
 
-use casement_inference::{BlockingPool, Candidate, Rerank};
+use casement_inference::BlockingPool;
 use casement_store::{HybridQuery, QueryFilter, Store};
-use tokio::sync::Semaphore;
 
-use crate::api::{MatchAnswer, Scores, SearchResponse, Timings, ValidSearch, WindowAnswer};
+use crate::api::{SearchResponse, Timings, ValidSearch};
 use crate::config::{QueryConfig, SearchConfig};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use merge::Window;
-
-/// A reranker run on the blocking pool, one request at a time (each run already uses every
-/// ONNX Runtime thread).
-#[derive(Clone)]
-pub struct Reranker {
-    model: Arc<dyn Rerank>,
-    permit: Arc<Semaphore>,
-    /// Words of each window the model reads ([`excerpt::rerank_text`]).
-    max_words: usize,
-}
-
-impl std::fmt::Debug for Reranker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reranker")
-            .field("name", &self.model.name())
-            .finish()
-    }
-}
-
-impl Reranker {
-    pub fn new(model: Arc<dyn Rerank>) -> Self {
-        Self {
-            model,
-            permit: Arc::new(Semaphore::new(1)),
-            max_words: usize::MAX,
-        }
-    }
-
-    /// The model reads at most `max_words` words of each window, centred on its best match.
-    pub fn with_max_words(mut self, max_words: usize) -> Self {
-        self.max_words = max_words.max(1);
-        self
-    }
-
-    pub fn name(&self) -> &str {
-        self.model.name()
-    }
-
-    async fn score(&self, query: &str, windows: &[Window]) -> Result<Vec<f32>, ApiError> {
-        let _permit = self
-            .permit
-            .acquire()
-            .await
-            .map_err(|_| ApiError::Unavailable("reranker closed".into()))?;
-        let model = self.model.clone();
-        let query = query.to_owned();
-        let inputs: Vec<(String, f32)> = windows
-            .iter()
-            .map(|w| (excerpt::rerank_text(w, self.max_words), w.score))
-            .collect();
-        tokio::task::spawn_blocking(move || {
-            let candidates: Vec<Candidate<'_>> = inputs
-                .iter()
-                .map(|(text, score)| Candidate {
-                    text,
-                    retrieval_score: *score,
-                })
-                .collect();
-            model.score(&query, &candidates)
-        })
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("reranker task failed: {e}")))?
-        .map_err(ApiError::model)
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct Searcher<S> {
@@ -145,8 +83,8 @@ impl<S: Store> Searcher<S> {
 
         let t = Instant::now();
         if !request.min_revision.is_empty() {
-            self.wait_for(&request.min_revision, request.tenant.as_deref())
-                .await?;
+            let tenant = request.tenant.as_deref();
+            wait::wait_for(&self.store, &request.min_revision, tenant, self.max_wait).await?;
             timings.wait = self.stage("wait", t);
         }
 
@@ -214,74 +152,9 @@ impl<S: Store> Searcher<S> {
         self.metrics.tokens_returned.observe(tokens as f64);
         timings.total = millis(started);
         Ok(SearchResponse {
-            windows: windows.into_iter().map(answer).collect(),
+            windows: windows.into_iter().map(answer::answer).collect(),
             reranker: reranker_name,
             timings_ms: request.timings.then_some(timings),
         })
-    }
-
-    /// Read-your-writes: polls the documents' indexed revisions until each reaches the one
-    /// asked for, or answers 409 with the revision the index holds. A document of another
-    /// tenant than the request's counts as not indexed (its revision is not disclosed).
-    async fn wait_for(
-        &self,
-        wanted: &BTreeMap<String, u64>,
-        tenant: Option<&str>,
-    ) -> Result<(), ApiError> {
-        let deadline = Instant::now() + self.max_wait;
-        loop {
-            let mut behind = None;
-            for (doc_id, &revision) in wanted {
-                let state = self.store.document(doc_id).await.map_err(ApiError::store)?;
-                let indexed = state
-                    .filter(|s| tenant.is_none() || s.tenant.as_deref() == tenant)
-                    .map_or(0, |s| s.revision);
-                if indexed < revision {
-                    behind = Some((doc_id, indexed, revision));
-                    break;
-                }
-            }
-            match behind {
-                None => return Ok(()),
-                Some((doc_id, indexed, wanted)) if Instant::now() >= deadline => {
-                    return Err(ApiError::RevisionNotIndexed {
-                        doc_id: doc_id.clone(),
-                        indexed,
-                        wanted,
-                    });
-                }
-                Some(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        }
-    }
-}
-
-fn answer(window: Window) -> WindowAnswer {
-    let tokens = window.tokens();
-    WindowAnswer {
-        doc_id: window.doc_id,
-        title: window.title,
-        url: window.url,
-        tenant: window.tenant,
-        section_path: window.section_path,
-        revision: window.revision,
-        text: window.text,
-        char_start: window.char_start,
-        char_end: window.char_end,
-        matches: window
-            .matches
-            .into_iter()
-            .map(|m| MatchAnswer {
-                sentence: m.sentence,
-                char_start: m.char_start,
-                char_end: m.char_end,
-                score: m.score,
-            })
-            .collect(),
-        scores: Scores {
-            fused: window.score,
-            rerank: window.rerank,
-        },
-        tokens,
     }
 }

@@ -54,11 +54,7 @@ pub struct Metrics {
 }
 
 pub fn squad_articles() -> PathBuf {
-    let data = std::env::var_os("CASEMENT_SHARED_DATA").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-        PathBuf::from,
-    );
-    data.join("squad/dev-v1.1.articles.jsonl")
+    casement_testkit::data("squad/dev-v1.1.articles.jsonl")
 }
 
 /// Builds cases for every `question_stride`-th question of every `article_stride`-th

@@ -21,7 +21,7 @@ pub fn final_events(events: &[LogEvent]) -> BTreeMap<String, LogEvent> {
 /// same records (ids, payloads), document states, and vectors equal to a fresh embedding of
 /// each record's embedding input (`check_vectors`: all, or every n-th record).
 pub async fn assert_equals_rebuild<S: Store>(store: &S, events: &[LogEvent], check_vectors: usize) {
-    let model = crate::model();
+    let model = super::model();
     let mut vectors_checked = 0;
     for (doc_id, event) in final_events(events) {
         let mut stored = store.records(&doc_id).await.expect("records");

@@ -1,0 +1,46 @@
+//! Wait stage (read-your-writes): a search with `min_revision` waits until each named
+//! document's indexed revision reaches the one asked for, or answers 409.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use casement_store::Store;
+
+use crate::error::ApiError;
+
+/// Polls the documents' indexed revisions every 20 ms until each reaches the one asked for,
+/// or answers 409 with the revision the index holds once `max_wait` has passed. A document
+/// of another tenant than the request's counts as not indexed (its revision is not
+/// disclosed).
+pub async fn wait_for<S: Store>(
+    store: &S,
+    wanted: &BTreeMap<String, u64>,
+    tenant: Option<&str>,
+    max_wait: Duration,
+) -> Result<(), ApiError> {
+    let deadline = Instant::now() + max_wait;
+    loop {
+        let mut behind = None;
+        for (doc_id, &revision) in wanted {
+            let state = store.document(doc_id).await.map_err(ApiError::store)?;
+            let indexed = state
+                .filter(|s| tenant.is_none() || s.tenant.as_deref() == tenant)
+                .map_or(0, |s| s.revision);
+            if indexed < revision {
+                behind = Some((doc_id, indexed, revision));
+                break;
+            }
+        }
+        match behind {
+            None => return Ok(()),
+            Some((doc_id, indexed, wanted)) if Instant::now() >= deadline => {
+                return Err(ApiError::RevisionNotIndexed {
+                    doc_id: doc_id.clone(),
+                    indexed,
+                    wanted,
+                });
+            }
+            Some(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}

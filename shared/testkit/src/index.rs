@@ -1,0 +1,62 @@
+//! The `index` feature: revision logs, the real model, an Edge store, the processor, and
+//! the rebuild assertion.
+
+mod rebuild;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use casement_events::revision_log::{self, LogEvent};
+use casement_inference::{Embed, EmbedderConfig, OnnxEmbedder};
+use casement_pipeline::factory::{self, ProcessorConfig};
+use casement_pipeline::{EnrichConfig, Metrics, PipelineConfig, Processor};
+use casement_store::{EdgeStore, Store, StoreConfig};
+use casement_text::TextConfig;
+
+pub use rebuild::{assert_equals_rebuild, final_events};
+
+/// Every event of a revision log, in the one order of `revision_log::read`; a rejected
+/// line fails the test.
+pub fn read_log(path: &Path) -> Vec<LogEvent> {
+    let (events, rejected) =
+        revision_log::read(path).unwrap_or_else(|e| panic!("revision log {}: {e}", path.display()));
+    assert!(rejected.is_empty(), "{}: {rejected:?}", path.display());
+    events
+}
+
+/// The bundled sample's revision log (`sample/18f-handbook/revisions.jsonl`).
+pub fn sample_log() -> PathBuf {
+    crate::repo_root().join("sample/18f-handbook/revisions.jsonl")
+}
+
+/// The default embedding model (`make models`), loaded once per test binary.
+pub fn model() -> Arc<OnnxEmbedder> {
+    static MODEL: OnceLock<Arc<OnnxEmbedder>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model (make models)"))
+        })
+        .clone()
+}
+
+/// A Qdrant Edge store in `<dir>/index`.
+pub fn open_store(dir: &Path, dimension: usize) -> EdgeStore {
+    let mut config = StoreConfig::default();
+    config.edge.path = dir.join("index");
+    EdgeStore::open(&config, dimension).expect("store")
+}
+
+/// The pipeline's processor over `store` with `model`, default settings but `enrich`.
+pub fn processor<S: Store>(
+    store: S,
+    model: Arc<dyn Embed>,
+    enrich: &EnrichConfig,
+    metrics: &Metrics,
+) -> Processor<S> {
+    let config = ProcessorConfig {
+        pipeline: &PipelineConfig::default(),
+        enrich,
+        text: &TextConfig::default(),
+    };
+    factory::processor(config, metrics, model, store).expect("processor")
+}
