@@ -68,9 +68,12 @@ pub fn sentence_payload(record: &SentenceRecord) -> Result<Map<String, Value>> {
     Ok(map)
 }
 
-pub fn sentence_from_payload(id: Uuid, mut payload: Map<String, Value>) -> Result<SentenceRecord> {
+/// A payload back into its struct; `what` names it in the error.
+fn from_object<T: serde::de::DeserializeOwned>(
+    mut payload: Map<String, Value>,
+    what: &str,
+) -> Result<T> {
     payload.remove(KIND);
-    payload.insert("id".to_owned(), Value::from(id.to_string()));
     let doc_id = payload
         .get("doc_id")
         .and_then(Value::as_str)
@@ -78,8 +81,13 @@ pub fn sentence_from_payload(id: Uuid, mut payload: Map<String, Value>) -> Resul
         .to_owned();
     serde_json::from_value(Value::Object(payload)).map_err(|e| Error::Payload {
         doc_id,
-        message: format!("point {id}: {e}"),
+        message: format!("{what}: {e}"),
     })
+}
+
+pub fn sentence_from_payload(id: Uuid, mut payload: Map<String, Value>) -> Result<SentenceRecord> {
+    payload.insert("id".to_owned(), Value::from(id.to_string()));
+    from_object(payload, &format!("point {id}"))
 }
 
 pub fn document_payload(state: &DocumentState) -> Result<Map<String, Value>> {
@@ -89,17 +97,8 @@ pub fn document_payload(state: &DocumentState) -> Result<Map<String, Value>> {
     Ok(map)
 }
 
-pub fn document_from_payload(mut payload: Map<String, Value>) -> Result<DocumentState> {
-    payload.remove(KIND);
-    let doc_id = payload
-        .get("doc_id")
-        .and_then(Value::as_str)
-        .unwrap_or("?")
-        .to_owned();
-    serde_json::from_value(Value::Object(payload)).map_err(|e| Error::Payload {
-        doc_id,
-        message: format!("document state: {e}"),
-    })
+pub fn document_from_payload(payload: Map<String, Value>) -> Result<DocumentState> {
+    from_object(payload, "document state")
 }
 
 #[cfg(test)]
