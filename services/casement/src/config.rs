@@ -192,6 +192,7 @@ impl casement_config::Config for CasementConfig {
         self.pipeline.validate()?;
         self.enrich.validate()?;
         self.text.validate()?;
+        self.store().validate()?;
         casement_config::Config::validate(&self.query())
     }
 }

@@ -160,6 +160,8 @@ async fn bad_requests_get_4xx_with_a_message_and_metrics_are_documented() {
         documented.iter().map(String::as_str).collect(),
         "served vs docs/metrics.md"
     );
+    // Label values too: stage and merge decision serve exactly the documented values.
+    casement_testkit::metrics_doc::assert_served_as_documented(&metrics, &["casement_query_"], &[]);
     let kept = metrics
         .lines()
         .find(|l| l.starts_with("casement_query_merge_decisions_total{decision=\"kept\"}"))

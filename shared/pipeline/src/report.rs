@@ -2,9 +2,10 @@
 //! letter reason, freshness) and logs it, so metrics and logs cannot disagree. The ack stage
 //! calls [`Finished::emit`] once per event, after the write or dead letter is durable.
 //!
-//! Live edits (watched files, webhook events) and dead letters are logged one line each at
-//! `info`/`warn`; a backlog (Kafka, a replay, start-up resends) at `debug`, so a replay of
-//! thousands of events does not flood the log.
+//! Live edits (watched files, webhook events) are logged one line each (`info`, a rejection
+//! `warn`); a backlog (Kafka, a replay, start-up resends) at `debug`, so a replay of
+//! thousands of events does not flood the log: its outcomes are in the metrics and its
+//! rejections in the dead letters.
 
 use crate::metrics::Metrics;
 use crate::outcome::{Finished, Outcome};
@@ -41,12 +42,26 @@ impl Finished {
 
     fn log(&self) {
         let source = self.origin.source;
+        let news = source.is_live() && !self.resend;
         let (doc_id, revision) = self.document.clone().unwrap_or_default();
         let revision = revision.map_or_else(|| "-".to_owned(), |r| r.to_string());
         if let Outcome::DeadLettered(reason) = self.outcome {
-            tracing::warn!(%source, offset = self.origin.offset, reason = reason.as_str(),
-                "{source}: rejected an event ({}): {}", reason.as_str(),
-                self.detail.as_deref().unwrap_or(""));
+            let detail = self.detail.as_deref().unwrap_or("");
+            let offset = self.origin.offset;
+            if news {
+                tracing::warn!(
+                    "{source}: rejected an event ({}): {detail}",
+                    reason.as_str()
+                );
+            } else {
+                // A backlog's rejections are counted and kept in the dead letters; one line
+                // each would bury the progress of a replay.
+                tracing::debug!(
+                    offset,
+                    "{source}: rejected an event ({}): {detail}",
+                    reason.as_str()
+                );
+            }
             return;
         }
         let line = match self.outcome {
@@ -60,7 +75,7 @@ impl Finished {
             ),
             Outcome::DeadLettered(_) => return,
         };
-        if source.is_live() && !self.resend {
+        if news {
             tracing::info!("{line}");
         } else {
             tracing::debug!(offset = self.origin.offset, "{line}");

@@ -1,11 +1,13 @@
 //! The store probe: one task per process asks the store for its [`StoreStats`] every few
 //! seconds. Readiness (`/readyz`) reads [`StoreProbe::reachable`]; the index gauges are fed
-//! from the same answer (`on_stats`), so one probe serves both. The task ends when the last
-//! handle is dropped.
+//! from the same answer (`on_stats`), so one probe serves both. The task ends as soon as the
+//! last handle is dropped, releasing its clone of the store.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use tokio::sync::oneshot;
 
 use crate::{Store, StoreStats};
 
@@ -13,8 +15,15 @@ use crate::{Store, StoreStats};
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// A handle on the probe's latest answer.
-#[derive(Debug, Clone, Default)]
-pub struct StoreProbe(Arc<AtomicBool>);
+#[derive(Debug, Clone)]
+pub struct StoreProbe(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    reachable: Arc<AtomicBool>,
+    /// Dropped with the last handle: the task sees its receiver close and stops.
+    _stop: oneshot::Sender<()>,
+}
 
 impl StoreProbe {
     /// Starts the probe on the current Tokio runtime; `on_stats` gets every answer.
@@ -24,31 +33,45 @@ impl StoreProbe {
         F: Fn(&StoreStats) + Send + 'static,
     {
         let reachable = Arc::new(AtomicBool::new(false));
-        let weak: Weak<AtomicBool> = Arc::downgrade(&reachable);
+        let (stop_tx, mut stop) = oneshot::channel::<()>();
+        let flag = reachable.clone();
         tokio::spawn(async move {
-            while let Some(flag) = weak.upgrade() {
-                let ok = match store.stats().await {
-                    Ok(stats) => {
-                        on_stats(&stats);
-                        true
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "store probe failed");
-                        false
-                    }
+            let mut first = true;
+            loop {
+                let ok = tokio::select! {
+                    _ = &mut stop => return,
+                    answer = store.stats() => match answer {
+                        Ok(stats) => {
+                            on_stats(&stats);
+                            true
+                        }
+                        Err(error) => {
+                            // Once per outage, not every probe.
+                            if first || flag.load(Ordering::Relaxed) {
+                                tracing::warn!(%error, "the store does not answer");
+                            }
+                            false
+                        }
+                    },
                 };
                 if flag.swap(ok, Ordering::Relaxed) != ok {
-                    tracing::info!(reachable = ok, "store probe");
+                    tracing::debug!(reachable = ok, "store probe");
                 }
-                drop(flag);
-                tokio::time::sleep(PROBE_INTERVAL).await;
+                first = false;
+                tokio::select! {
+                    _ = &mut stop => return,
+                    () = tokio::time::sleep(PROBE_INTERVAL) => {}
+                }
             }
         });
-        Self(reachable)
+        Self(Arc::new(Shared {
+            reachable,
+            _stop: stop_tx,
+        }))
     }
 
     /// Whether the store answered the last probe (false until the first answer).
     pub fn reachable(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.reachable.load(Ordering::Relaxed)
     }
 }

@@ -38,14 +38,21 @@ pub fn documented_names(prefixes: &[&str]) -> BTreeSet<String> {
 pub fn documented_labels(prefixes: &[&str]) -> Labels {
     let mut labels = Labels::new();
     for row in rows() {
-        let cells: Vec<&str> = row.split(" | ").collect();
+        // | `name` | type | labels | meaning |: empty cells kept.
+        let cells: Vec<&str> = row
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
         let (Some(name), Some(cell)) = (cells.first(), cells.get(2)) else {
             continue;
         };
-        let name = name.trim_start_matches("| ").trim_matches('`');
+        let name = name.trim_matches('`');
         if !wanted(name, prefixes) {
             continue;
         }
+        // Only a label whose values the row enumerates: `label` = a, b, c.
         let Some((label, values)) = cell.split_once(" = ") else {
             continue;
         };
@@ -77,28 +84,47 @@ pub fn served_labels(exposition: &str, documented: &Labels) -> Labels {
         let Some((series, rest)) = line.split_once('{') else {
             continue;
         };
+        let Some(labels) = rest.rfind('}').map(|end| &rest[..end]) else {
+            continue;
+        };
         let name = ["_bucket", "_sum", "_count"]
             .iter()
             .find_map(|suffix| series.strip_suffix(suffix))
             .filter(|base| documented.keys().any(|(n, _)| n == base))
             .unwrap_or(series);
-        let Some((labels, _)) = rest.split_once('}') else {
-            continue;
-        };
-        for pair in labels.split(',') {
-            let Some((label, value)) = pair.split_once('=') else {
-                continue;
-            };
-            let key = (name.to_owned(), label.to_owned());
+        for (label, value) in label_pairs(labels) {
+            let key = (name.to_owned(), label);
             if documented.contains_key(&key) {
-                served
-                    .entry(key)
-                    .or_default()
-                    .insert(value.trim_matches('"').to_owned());
+                served.entry(key).or_default().insert(value);
             }
         }
     }
     served
+}
+
+/// `a="x",b="y, z"` → (a, x), (b, y, z): values are quoted and may hold commas and braces
+/// (the exposition format escapes `"` and `\` inside them).
+fn label_pairs(labels: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    let mut rest = labels;
+    while let Some((label, after)) = rest.split_once("=\"") {
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => value.extend(chars.next().map(|(_, escaped)| escaped)),
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                other => value.push(other),
+            }
+        }
+        pairs.push((label.trim_start_matches(',').trim().to_owned(), value));
+        rest = &after[end..];
+    }
+    pairs
 }
 
 /// Fails unless the served names equal the documented ones and every enumerated label
@@ -119,4 +145,33 @@ pub fn assert_served_as_documented(exposition: &str, prefixes: &[&str], except: 
         served_labels, labels,
         "served label values vs docs/metrics.md"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn served_label_values_are_read_with_their_quotes_and_escapes() {
+        assert_eq!(
+            label_pairs(r#"route="/v1/documents/{doc_id}",status="200""#),
+            vec![
+                ("route".to_owned(), "/v1/documents/{doc_id}".to_owned()),
+                ("status".to_owned(), "200".to_owned()),
+            ]
+        );
+        assert_eq!(
+            label_pairs(r#"a="x, \"y\"",le="0.5""#),
+            vec![
+                ("a".to_owned(), r#"x, "y""#.to_owned()),
+                ("le".to_owned(), "0.5".to_owned()),
+            ]
+        );
+        let documented = Labels::from([(
+            ("m_seconds".to_owned(), "stage".to_owned()),
+            BTreeSet::from(["a".to_owned()]),
+        )]);
+        let exposition = "# TYPE m_seconds histogram\nm_seconds_bucket{stage=\"a\",le=\"1\"} 0\nm_seconds_sum{stage=\"a\"} 0\n";
+        assert_eq!(served_labels(exposition, &documented), documented);
+    }
 }

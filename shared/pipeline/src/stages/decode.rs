@@ -1,20 +1,47 @@
 //! Decode stage: a message's bytes into an [`Event`] (`casement_events::decode`), or a
-//! rejection with its reason. An event a local source built is not decoded again, but the
-//! same size limit applies to it.
+//! rejection with its reason. An event a local source built is not decoded again, but its
+//! content is held to the same size limit (`events.max_event_bytes`).
 
 use std::time::Instant;
 
-use casement_events::{Change, DecodeConfig, Event, decode};
+use casement_events::{Change, DecodeConfig, Event, decode, native_json};
 
 use crate::metrics::Metrics;
 use crate::outcome::{Reason, Stage};
 use crate::source::Body;
 
-/// Why a message is not an event: the dead letter's reason and detail.
+/// What a dead letter keeps of a message: the bytes it came as, or, for an event a local
+/// source built, the event's native JSON (made only if it is dead-lettered).
+#[derive(Debug)]
+pub enum Original {
+    /// `None`: a Kafka tombstone.
+    Bytes(Option<Vec<u8>>),
+    Built,
+}
+
+impl Original {
+    /// The dead letter's payload for `event`.
+    pub fn payload(self, event: &Event) -> Option<Vec<u8>> {
+        match self {
+            Self::Bytes(bytes) => bytes,
+            Self::Built => native_json(event),
+        }
+    }
+}
+
+/// A decoded event and what its dead letter would keep.
+#[derive(Debug)]
+pub struct Decoded {
+    pub event: Box<Event>,
+    pub original: Original,
+}
+
+/// Why a message is not an event: the dead letter's reason, detail and payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejected {
     pub reason: Reason,
     pub detail: String,
+    pub payload: Option<Vec<u8>>,
 }
 
 pub fn run(
@@ -22,24 +49,27 @@ pub fn run(
     key: Option<&[u8]>,
     config: &DecodeConfig,
     metrics: &Metrics,
-) -> Result<Box<Event>, Rejected> {
+) -> Result<Decoded, Rejected> {
     let started = Instant::now();
     let decoded = match body {
-        Body::Bytes(bytes) => {
-            decode(bytes.as_deref(), key, config)
-                .map(Box::new)
-                .map_err(|rejection| Rejected {
-                    reason: Reason::of_rejection(rejection.reason),
-                    detail: rejection.message,
-                })
-        }
+        Body::Bytes(bytes) => match decode(bytes.as_deref(), key, config) {
+            Ok(event) => Ok(Decoded {
+                event: Box::new(event),
+                original: Original::Bytes(bytes),
+            }),
+            Err(rejection) => Err(Rejected {
+                reason: Reason::of_rejection(rejection.reason),
+                detail: rejection.message,
+                payload: bytes,
+            }),
+        },
         Body::Event(event) => within_limit(event, config),
     };
     metrics.stage(Stage::Decode, started.elapsed());
     decoded
 }
 
-fn within_limit(event: Box<Event>, config: &DecodeConfig) -> Result<Box<Event>, Rejected> {
+fn within_limit(event: Box<Event>, config: &DecodeConfig) -> Result<Decoded, Rejected> {
     match &event.change {
         Change::Upsert(revision) if revision.content.len() > config.max_event_bytes => {
             Err(Rejected {
@@ -49,8 +79,12 @@ fn within_limit(event: Box<Event>, config: &DecodeConfig) -> Result<Box<Event>, 
                     revision.content.len(),
                     config.max_event_bytes
                 ),
+                payload: native_json(&event),
             })
         }
-        _ => Ok(event),
+        _ => Ok(Decoded {
+            event,
+            original: Original::Built,
+        }),
     }
 }

@@ -58,7 +58,7 @@ pub async fn run<S: Store>(
             }
             Err(error) => {
                 // The dead-letter stage reports it when the letter is stored.
-                let payload = item.payload.or_else(|| casement_events::native_json(event));
+                let payload = item.original.payload(event);
                 let letter = DeadLetter {
                     origin,
                     key: item.key,

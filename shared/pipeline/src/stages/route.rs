@@ -6,9 +6,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use casement_events::{DecodeConfig, Event};
 use tokio::sync::{mpsc, watch};
 
-use super::decode;
+use super::decode::{self, Decoded, Original};
 use crate::metrics::Metrics;
-use crate::source::{Body, DeadLetter, SourceMessage};
+use crate::source::{DeadLetter, SourceMessage};
 use crate::spawn::{Letter, Receipt};
 
 /// A decoded event on its way through a lane.
@@ -16,8 +16,8 @@ use crate::spawn::{Letter, Receipt};
 pub struct LaneItem {
     pub event: Box<Event>,
     pub key: Option<Vec<u8>>,
-    /// The bytes it was decoded from (none when a local source built the event).
-    pub payload: Option<Vec<u8>>,
+    /// What its dead letter would keep.
+    pub original: Original,
     pub receipt: Receipt,
 }
 
@@ -38,18 +38,14 @@ pub async fn run(
             resend: message.resend,
             reply: message.reply,
         };
-        let payload = match &message.body {
-            Body::Bytes(bytes) => bytes.clone(),
-            Body::Event(_) => None,
-        };
         let key = message.key;
         let sent = match decode::run(message.body, key.as_deref(), &config, &metrics) {
-            Ok(event) => {
+            Ok(Decoded { event, original }) => {
                 let lane = lane_of(event.doc_id(), lanes.len());
                 let item = LaneItem {
                     event,
                     key,
-                    payload,
+                    original,
                     receipt,
                 };
                 lanes[lane].send(item).await.is_ok()
@@ -58,7 +54,7 @@ pub async fn run(
                 let letter = DeadLetter {
                     origin: receipt.origin,
                     key,
-                    payload,
+                    payload: rejected.payload,
                     reason: rejected.reason,
                     detail: rejected.detail,
                 };
