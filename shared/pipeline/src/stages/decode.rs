@@ -88,3 +88,75 @@ fn within_limit(event: Box<Event>, config: &DecodeConfig) -> Result<Decoded, Rej
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use casement_text::{Format, Revision};
+
+    use super::*;
+
+    fn built(content: &str) -> Body {
+        Body::Event(Box::new(Event {
+            change: Change::Upsert(Revision {
+                doc_id: "kb/a".into(),
+                revision: 3,
+                title: Some("A".into()),
+                url: None,
+                tenant: None,
+                format: Format::Markdown,
+                content: content.into(),
+            }),
+            format: casement_events::EventFormat::Native,
+        }))
+    }
+
+    #[test]
+    fn a_built_event_over_the_limit_is_rejected_with_its_native_json() {
+        let config = DecodeConfig {
+            max_event_bytes: 8,
+            ..DecodeConfig::default()
+        };
+        let Err(rejected) = run(
+            built("# A\n\nlonger than eight"),
+            None,
+            &config,
+            &Metrics::new(),
+        ) else {
+            panic!("over the limit");
+        };
+        assert_eq!(rejected.reason, Reason::TooLarge);
+        let payload = rejected.payload.expect("the event as native JSON");
+        let json: serde_json::Value = serde_json::from_slice(&payload).expect("JSON");
+        assert_eq!(
+            (json["doc_id"].as_str(), json["revision"].as_u64()),
+            (Some("kb/a"), Some(3))
+        );
+        assert_eq!(json["content"], "# A\n\nlonger than eight");
+    }
+
+    #[test]
+    fn bytes_keep_their_original_and_a_built_event_is_not_decoded_again() {
+        let config = DecodeConfig::default();
+        let bytes = br#"{"type":"delete","doc_id":"kb/a","revision":2}"#.to_vec();
+        let decoded = run(
+            Body::Bytes(Some(bytes.clone())),
+            None,
+            &config,
+            &Metrics::new(),
+        )
+        .expect("a native delete");
+        assert!(matches!(decoded.original, Original::Bytes(Some(ref b)) if *b == bytes));
+        let decoded = run(built("# A\n\nText."), None, &config, &Metrics::new()).expect("built");
+        assert!(matches!(decoded.original, Original::Built));
+        let Err(rejected) = run(
+            Body::Bytes(Some(b"{oops".to_vec())),
+            None,
+            &config,
+            &Metrics::new(),
+        ) else {
+            panic!("not JSON");
+        };
+        assert_eq!(rejected.reason, Reason::NotJson);
+        assert_eq!(rejected.payload.as_deref(), Some(&b"{oops"[..]));
+    }
+}
