@@ -182,13 +182,7 @@ impl casement_config::Config for CasementConfig {
                 self.search.indexed_window_radius, self.text.window_radius
             ));
         }
-        let max = casement_text::segmenter::MAX_DOCUMENT_BYTES;
-        if self.events.max_event_bytes == 0 || self.events.max_event_bytes > max {
-            return Err(format!(
-                "events.max_event_bytes = {} must be between 1 and {max}",
-                self.events.max_event_bytes
-            ));
-        }
+        self.events.validate()?;
         self.pipeline.validate()?;
         self.enrich.validate()?;
         self.text.validate()?;

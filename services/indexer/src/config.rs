@@ -95,13 +95,7 @@ pub use casement_config::logging::{LogConfig, LogFormat};
 
 impl casement_config::Config for IndexerConfig {
     fn validate(&self) -> Result<(), String> {
-        let max = casement_text::segmenter::MAX_DOCUMENT_BYTES;
-        if self.events.max_event_bytes == 0 || self.events.max_event_bytes > max {
-            return Err(format!(
-                "events.max_event_bytes = {} must be between 1 and {max}",
-                self.events.max_event_bytes
-            ));
-        }
+        self.events.validate()?;
         let kafka = &self.kafka;
         for (key, value) in [
             ("kafka.bootstrap_servers", &kafka.bootstrap_servers),

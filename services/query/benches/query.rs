@@ -14,10 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use casement_inference::{Embed, EmbedderConfig, OnnxEmbedder};
-use casement_pipeline::factory::{self, ProcessorConfig};
-use casement_pipeline::{EnrichConfig, PipelineConfig};
+use casement_pipeline::EnrichConfig;
 use casement_store::{EdgeStore, Store, StoreConfig};
-use casement_text::TextConfig;
 use serde_json::{Value, json};
 
 const TARGET_SENTENCES: u64 = 100_000;
@@ -53,14 +51,13 @@ async fn ensure_index(dir: &Path) -> (u64, u64) {
     let model: Arc<dyn Embed> =
         Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model (make models)"));
     let store = EdgeStore::open(&store_config(dir), model.dimension()).expect("store");
-    let config = ProcessorConfig {
-        pipeline: &PipelineConfig::default(),
-        enrich: &EnrichConfig::default(),
-        text: &TextConfig::default(),
-    };
     let metrics = casement_pipeline::Metrics::new();
-    let processor =
-        factory::processor(config, &metrics, model.clone(), store.clone()).expect("processor");
+    let processor = casement_testkit::processor(
+        store.clone(),
+        model.clone(),
+        &EnrichConfig::default(),
+        &metrics,
+    );
     let started = Instant::now();
     for (i, event) in corpus::events().enumerate() {
         processor.process(&event).await.expect("index");

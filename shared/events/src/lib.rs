@@ -70,6 +70,20 @@ impl Default for DecodeConfig {
     }
 }
 
+impl DecodeConfig {
+    /// The size limit must admit something and stay within what the segmenter takes.
+    pub fn validate(&self) -> Result<(), String> {
+        let max = casement_text::segmenter::MAX_DOCUMENT_BYTES;
+        if self.max_event_bytes == 0 || self.max_event_bytes > max {
+            return Err(format!(
+                "events.max_event_bytes = {} must be between 1 and {max}",
+                self.max_event_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What an event asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -90,6 +104,15 @@ pub struct Event {
 }
 
 impl Event {
+    /// The revision the event carries (`None`: a delete that does not say, such as a
+    /// Debezium tombstone).
+    pub fn revision(&self) -> Option<u64> {
+        match &self.change {
+            Change::Upsert(revision) => Some(revision.revision),
+            Change::Delete { revision, .. } => *revision,
+        }
+    }
+
     pub fn doc_id(&self) -> &str {
         match &self.change {
             Change::Upsert(revision) => &revision.doc_id,

@@ -41,30 +41,27 @@ impl Finished {
     }
 
     fn log(&self) {
+        let offset = self.origin.offset;
+        match (self.is_news(), &self.outcome) {
+            (true, Outcome::DeadLettered(_)) => tracing::warn!("{}", self.describe()),
+            (true, _) => tracing::info!("{}", self.describe()),
+            // Formatted only when debug is enabled: a backlog of thousands of events costs
+            // nothing here otherwise.
+            (false, _) => tracing::debug!(offset, "{}", self.describe()),
+        }
+    }
+
+    /// A live edit made by a person now (watch, webhook), as opposed to a backlog.
+    fn is_news(&self) -> bool {
+        self.origin.source.is_live() && !self.resend
+    }
+
+    /// The log line.
+    fn describe(&self) -> String {
         let source = self.origin.source;
-        let news = source.is_live() && !self.resend;
         let (doc_id, revision) = self.document.clone().unwrap_or_default();
         let revision = revision.map_or_else(|| "-".to_owned(), |r| r.to_string());
-        if let Outcome::DeadLettered(reason) = self.outcome {
-            let detail = self.detail.as_deref().unwrap_or("");
-            let offset = self.origin.offset;
-            if news {
-                tracing::warn!(
-                    "{source}: rejected an event ({}): {detail}",
-                    reason.as_str()
-                );
-            } else {
-                // A backlog's rejections are counted and kept in the dead letters; one line
-                // each would bury the progress of a replay.
-                tracing::debug!(
-                    offset,
-                    "{source}: rejected an event ({}): {detail}",
-                    reason.as_str()
-                );
-            }
-            return;
-        }
-        let line = match self.outcome {
+        match self.outcome {
             Outcome::Applied(d) => format!(
                 "{source}: indexed {doc_id} revision {revision}: {} sentences embedded, {} reused, {} payload updated, {} deleted, {} unchanged",
                 d.embedded, d.reused, d.payload_updated, d.deleted, d.unchanged
@@ -73,12 +70,11 @@ impl Finished {
             Outcome::Stale { indexed_revision } => format!(
                 "{source}: {doc_id} revision {revision} is not newer than the indexed revision {indexed_revision}; nothing changed"
             ),
-            Outcome::DeadLettered(_) => return,
-        };
-        if news {
-            tracing::info!("{line}");
-        } else {
-            tracing::debug!(offset = self.origin.offset, "{line}");
+            Outcome::DeadLettered(reason) => format!(
+                "{source}: rejected an event ({}): {}",
+                reason.as_str(),
+                self.detail.as_deref().unwrap_or("")
+            ),
         }
     }
 }

@@ -161,16 +161,38 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Sleeps `delay`, or less if shutdown fires; true when shutting down.
-pub(crate) async fn backoff(
+/// Exponential backoff for a retried step: `pipeline.retry_initial_ms`, doubling up to
+/// `pipeline.retry_max_ms`.
+#[derive(Debug)]
+pub(crate) struct Backoff {
     delay: std::time::Duration,
-    shutdown: &mut watch::Receiver<bool>,
-) -> bool {
-    if *shutdown.borrow() {
-        return true;
+    max: std::time::Duration,
+}
+
+impl Backoff {
+    pub(crate) fn new(config: &PipelineConfig) -> Self {
+        Self {
+            delay: config.retry_initial(),
+            max: config.retry_max(),
+        }
     }
-    tokio::select! {
-        _ = tokio::time::sleep(delay) => false,
-        _ = shutdown.changed() => true,
+
+    /// The delay the next [`Backoff::wait`] sleeps.
+    pub(crate) fn delay(&self) -> std::time::Duration {
+        self.delay
+    }
+
+    /// Sleeps the current delay (less if shutdown fires) and doubles it; true when
+    /// shutting down.
+    pub(crate) async fn wait(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {
+        if *shutdown.borrow() {
+            return true;
+        }
+        let delay = self.delay;
+        self.delay = (delay * 2).min(self.max);
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => false,
+            _ = shutdown.changed() => true,
+        }
     }
 }

@@ -9,12 +9,11 @@ use std::sync::Arc;
 
 use casement_events::{Change, Event, EventFormat};
 use casement_inference::Embed;
-use casement_pipeline::factory::{self, ProcessorConfig};
-use casement_pipeline::{EnrichConfig, Metrics as PipelineMetrics, PipelineConfig, Processor};
+use casement_pipeline::{EnrichConfig, Metrics as PipelineMetrics, Processor};
 use casement_query::search::Reranker;
 use casement_query::{App, QueryConfig};
 use casement_store::{EdgeStore, StoreConfig};
-use casement_text::{Format, Revision, TextConfig};
+use casement_text::{Format, Revision};
 use tokio::sync::oneshot;
 
 mod client;
@@ -45,12 +44,12 @@ pub fn open_store(dir: &Path, dimension: usize) -> EdgeStore {
 
 /// The indexer's processor (the same stages the indexer service runs) over `store`.
 pub fn indexer(store: EdgeStore, model: Arc<dyn Embed>) -> Processor<EdgeStore> {
-    let config = ProcessorConfig {
-        pipeline: &PipelineConfig::default(),
-        enrich: &EnrichConfig::default(),
-        text: &TextConfig::default(),
-    };
-    factory::processor(config, &PipelineMetrics::new(), model, store).expect("processor")
+    casement_testkit::processor(
+        store,
+        model,
+        &EnrichConfig::default(),
+        &PipelineMetrics::new(),
+    )
 }
 
 pub fn upsert(

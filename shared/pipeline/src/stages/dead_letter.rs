@@ -9,7 +9,7 @@ use crate::config::PipelineConfig;
 use crate::metrics::Metrics;
 use crate::outcome::{Outcome, RetryStage};
 use crate::source::DeadLetterSink;
-use crate::spawn::{Done, Letter, backoff};
+use crate::spawn::{Backoff, Done, Letter};
 
 pub async fn run<D: DeadLetterSink>(
     mut letters: mpsc::Receiver<Letter>,
@@ -25,15 +25,14 @@ pub async fn run<D: DeadLetterSink>(
         receipt,
     }) = letters.recv().await
     {
-        let mut delay = config.retry_initial();
+        let mut backoff = Backoff::new(&config);
         while let Err(error) = sink.send(&letter).await {
             metrics.retry(RetryStage::DeadLetter);
             tracing::warn!(%error, source = %letter.origin.source, offset = letter.origin.offset,
                 "dead-letter write failed; retrying");
-            if backoff(delay, &mut shutdown).await {
+            if backoff.wait(&mut shutdown).await {
                 return;
             }
-            delay = (delay * 2).min(config.retry_max());
         }
         let outcome = Outcome::DeadLettered(letter.reason);
         let finished = Done::new(receipt, document, outcome, Some(letter.detail));

@@ -21,14 +21,11 @@ pub async fn run<S: Store>(store: &S, event: &Event) -> Result<Fenced, ProcessEr
         .document(event.doc_id())
         .await
         .map_err(ProcessError::store(RetryStage::Fence))?;
-    let (is_delete, revision) = match &event.change {
-        Change::Upsert(revision) => (false, revision.revision),
-        // A delete without a revision (a Debezium tombstone) applies at the indexed one.
-        Change::Delete { revision, .. } => (
-            true,
-            revision.unwrap_or_else(|| indexed.as_ref().map_or(0, |d| d.revision)),
-        ),
-    };
+    let is_delete = matches!(event.change, Change::Delete { .. });
+    // A delete without a revision (a Debezium tombstone) applies at the indexed one.
+    let revision = event
+        .revision()
+        .unwrap_or_else(|| indexed.as_ref().map_or(0, |d| d.revision));
     Ok(
         match casement_text::fence(indexed.as_ref(), revision, is_delete) {
             Fence::Stale { indexed_revision } => Fenced::Stale { indexed_revision },

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use casement_events::Change;
 use casement_store::Store;
 use tokio::sync::{mpsc, watch};
 
@@ -13,7 +12,7 @@ use super::route::LaneItem;
 use crate::config::PipelineConfig;
 use crate::processor::Processor;
 use crate::source::DeadLetter;
-use crate::spawn::{Done, Letter, backoff};
+use crate::spawn::{Backoff, Done, Letter};
 
 pub async fn run<S: Store>(
     mut items: mpsc::Receiver<LaneItem>,
@@ -29,24 +28,19 @@ pub async fn run<S: Store>(
         }
         let event = &item.event;
         let origin = item.receipt.origin;
-        let revision = match &event.change {
-            Change::Upsert(revision) => Some(revision.revision),
-            Change::Delete { revision, .. } => *revision,
-        };
-        let document = Some((event.doc_id().to_owned(), revision));
-        let mut delay = config.retry_initial();
+        let document = Some((event.doc_id().to_owned(), event.revision()));
+        let mut backoff = Backoff::new(&config);
         let processed = loop {
             match processor.process(event).await {
                 Ok(outcome) => break Ok(outcome),
                 Err(error) if error.is_transient() => {
                     processor.metrics().retry(error.retry_stage());
                     tracing::warn!(doc_id = event.doc_id(), source = %origin.source,
-                        offset = origin.offset, %error, retry_in_ms = delay.as_millis() as u64,
+                        offset = origin.offset, %error, retry_in_ms = backoff.delay().as_millis() as u64,
                         "transient failure; retrying");
-                    if backoff(delay, &mut shutdown).await {
+                    if backoff.wait(&mut shutdown).await {
                         return; // Not finished: not committed, delivered again after restart.
                     }
-                    delay = (delay * 2).min(config.retry_max());
                 }
                 Err(error) => break Err(error),
             }
