@@ -52,11 +52,7 @@ pub fn run(
     }
     let mut index = MemoryIndex::new();
     for event in &events {
-        let outcome = match fence(
-            index.document(&event.doc_id),
-            event.revision,
-            event.is_delete(),
-        ) {
+        let outcome = match fence(index.document(&event.doc_id), event.revision) {
             Fence::Stale { indexed_revision } => {
                 summary.stale += 1;
                 format!("stale (indexed revision {indexed_revision})")
@@ -130,7 +126,12 @@ fn plan_event(
 ) -> Result<ChangePlan, String> {
     let current = index.records(&event.doc_id);
     if event.is_delete() {
-        return Ok(plan_delete(&current, &event.doc_id, event.revision));
+        return Ok(plan_delete(
+            &current,
+            index.document(&event.doc_id),
+            &event.doc_id,
+            event.revision,
+        ));
     }
     if event.content.len() > config.events.max_event_bytes {
         return Err(format!(

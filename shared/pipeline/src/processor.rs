@@ -122,7 +122,8 @@ impl<S: Store> Processor<S> {
 
     /// Applies one event: [`Outcome::Applied`], [`Outcome::Deleted`] or
     /// [`Outcome::Stale`]. Safe to call again with the same event (at-least-once delivery):
-    /// the plan is computed from the index, so a repeat writes nothing new.
+    /// the plan is computed from the index, so a repeat writes nothing and is stale; a
+    /// repeat of a revision whose write was cut off finishes it (and counts as applied).
     pub async fn process(&self, event: &Event) -> Result<Outcome, ProcessError> {
         let mut lap = Lap {
             metrics: &self.metrics,
@@ -130,11 +131,11 @@ impl<S: Store> Processor<S> {
         };
         let fenced = fence::run(&self.store, event).await?;
         lap.done(Stage::Fence);
-        let revision = match fenced {
+        let (revision, indexed) = match fenced {
             fence::Fenced::Stale { indexed_revision } => {
                 return Ok(Outcome::Stale { indexed_revision });
             }
-            fence::Fenced::Apply { revision } => revision,
+            fence::Fenced::Apply { revision, indexed } => (revision, indexed),
         };
         let current = read::run(&self.store, event.doc_id()).await?;
         lap.done(Stage::Read);
@@ -152,9 +153,20 @@ impl<S: Store> Processor<S> {
                     self.whole_documents,
                 )
             }
-            Change::Delete { .. } => plan::delete(&current, event.doc_id(), revision),
+            Change::Delete { .. } => {
+                plan::delete(&current, indexed.as_ref(), event.doc_id(), revision)
+            }
         };
         lap.done(Stage::Plan);
+        // The revision already indexed, completely: a redelivery, nothing to write.
+        if let Some(state) = &indexed
+            && plan.is_noop()
+            && plan.document == *state
+        {
+            return Ok(Outcome::Stale {
+                indexed_revision: state.revision,
+            });
+        }
         let embedded = self
             .embedder
             .embed(&plan.embed, !self.whole_documents)

@@ -1,6 +1,8 @@
 //! The processing core on Qdrant Edge with the real model (`make models`): the bundled
 //! 18F sample replayed event by event equals a rebuild; redelivery writes nothing new; a
-//! revert costs no model call; an older upsert after a delete changes nothing.
+//! revert costs no model call; an older upsert after a delete changes nothing; a repeated
+//! delete is stale and a tombstone keeps the document's title, url and tenant, also when
+//! its delete was cut off after the points were removed.
 
 use casement_events::{Change, Event, EventFormat};
 use casement_inference::Embed;
@@ -45,16 +47,14 @@ async fn the_sample_stream_equals_a_rebuild_and_redelivery_is_free() {
             other => panic!("the sample is in order: {other:?}"),
         }
         // Redelivery (at-least-once): nothing is embedded or written again.
-        match processor.process(event).await.expect("redelivery") {
-            Outcome::Applied(d) | Outcome::Deleted(d) => {
-                assert_eq!(
-                    (d.embedded, d.reused, d.payload_updated, d.deleted),
-                    (0, 0, 0, 0)
-                );
-            }
-            Outcome::Stale { .. } => assert!(matches!(event.change, Change::Delete { .. })),
-            other => panic!("redelivery: {other:?}"),
-        }
+        assert_eq!(
+            processor.process(event).await.expect("redelivery"),
+            Outcome::Stale {
+                indexed_revision: event.revision().expect("the sample has revisions")
+            },
+            "{}",
+            event.doc_id()
+        );
     }
     assert!(embedded > 0);
     let mut last = std::collections::BTreeMap::new();
@@ -144,4 +144,98 @@ async fn a_revert_costs_no_model_call_and_a_tombstone_fences_older_upserts() {
         processor.process(&upsert(5, v2)).await.expect("v5"),
         Outcome::Applied(_)
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_delete_is_stale_and_a_tombstone_keeps_title_url_and_tenant() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let processor = processor(dir.path());
+    let upsert = |doc_id: &str| Event {
+        change: Change::Upsert(casement_text::Revision {
+            doc_id: doc_id.into(),
+            revision: 3,
+            title: Some("Reset".into()),
+            url: Some("https://kb.example/reset".into()),
+            tenant: Some("acme".into()),
+            format: casement_text::Format::Markdown,
+            content: "# Reset\n\nHold the button for ten seconds. The light blinks twice.\n".into(),
+        }),
+        format: EventFormat::Native,
+    };
+    let delete = |doc_id: &str| Event {
+        change: Change::Delete {
+            doc_id: doc_id.into(),
+            revision: Some(4),
+        },
+        format: EventFormat::Native,
+    };
+    let kept = |state: Option<casement_text::DocumentState>| {
+        let state = state.expect("a tombstone");
+        assert!(state.deleted);
+        assert_eq!(state.revision, 4);
+        (state.title, state.url, state.tenant)
+    };
+    let expected = (
+        "Reset".to_owned(),
+        Some("https://kb.example/reset".to_owned()),
+        Some("acme".to_owned()),
+    );
+
+    processor.process(&upsert("kb/a")).await.expect("upsert");
+    assert!(matches!(
+        processor.process(&delete("kb/a")).await.expect("delete"),
+        Outcome::Deleted(_)
+    ));
+    assert_eq!(
+        processor.process(&delete("kb/a")).await.expect("again"),
+        Outcome::Stale {
+            indexed_revision: 4
+        },
+        "a repeated delete changes nothing"
+    );
+    let without_revision = Event {
+        change: Change::Delete {
+            doc_id: "kb/a".into(),
+            revision: None,
+        },
+        format: EventFormat::Native,
+    };
+    assert!(matches!(
+        processor
+            .process(&without_revision)
+            .await
+            .expect("tombstone event"),
+        Outcome::Stale { .. }
+    ));
+    let state = processor.store.document("kb/a").await.expect("state");
+    assert_eq!(kept(state), expected);
+
+    // A delete cut off after its points went (before its tombstone was written) is
+    // replanned from no records: the tombstone still gets the last title, url and tenant.
+    processor.process(&upsert("kb/b")).await.expect("upsert");
+    let store = &processor.store;
+    let current = store.records("kb/b").await.expect("records");
+    let indexed = store.document("kb/b").await.expect("state");
+    let plan = casement_text::plan_delete(&current, indexed.as_ref(), "kb/b", 4);
+    store
+        .apply_first(&plan, &[], plan.delete.len())
+        .await
+        .expect("cut-off delete");
+    assert!(store.records("kb/b").await.expect("records").is_empty());
+    assert!(
+        !store
+            .document("kb/b")
+            .await
+            .expect("state")
+            .expect("old")
+            .deleted
+    );
+    assert!(matches!(
+        processor
+            .process(&delete("kb/b"))
+            .await
+            .expect("redelivered delete"),
+        Outcome::Deleted(_)
+    ));
+    assert_eq!(kept(store.document("kb/b").await.expect("state")), expected);
 }

@@ -142,13 +142,14 @@ pub trait Store: Send + Sync {
 /// event with an older revision cannot bring it back.
 pub async fn delete_document<S: Store>(store: &S, doc_id: &str, revision: u64) -> Result<Applied> {
     let current = store.records(doc_id).await?;
-    let plan = casement_text::plan_delete(&current, doc_id, revision);
+    let indexed = store.document(doc_id).await?;
+    let plan = casement_text::plan_delete(&current, indexed.as_ref(), doc_id, revision);
     store.apply(&plan, &[]).await
 }
 
 /// The revision fence at the store: the same rule the pipeline applies before planning.
 pub(crate) fn fence(indexed: Option<&DocumentState>, plan: &ChangePlan) -> Option<Applied> {
-    match casement_text::fence(indexed, plan.revision, plan.document.deleted) {
+    match casement_text::fence(indexed, plan.revision) {
         casement_text::Fence::Apply => None,
         casement_text::Fence::Stale { indexed_revision } => {
             Some(Applied::Stale { indexed_revision })

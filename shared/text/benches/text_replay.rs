@@ -44,17 +44,18 @@ fn main() {
         if n % 1000 == 0 {
             eprintln!("  {n}/{} revisions", events.len());
         }
-        if let Fence::Stale { .. } = fence(
-            index.document(&event.doc_id),
-            event.revision,
-            event.is_delete(),
-        ) {
+        if let Fence::Stale { .. } = fence(index.document(&event.doc_id), event.revision) {
             stale += 1;
             continue;
         }
         let current = index.records(&event.doc_id);
         if event.is_delete() {
-            index.apply(&plan_delete(&current, &event.doc_id, event.revision));
+            index.apply(&plan_delete(
+                &current,
+                index.document(&event.doc_id),
+                &event.doc_id,
+                event.revision,
+            ));
             previous_chunks.remove(&event.doc_id);
             previous_text.remove(&event.doc_id);
             for scheme in &mut per_revision {

@@ -104,11 +104,21 @@ pub fn plan_segmented(
     diff_records(current, target, segmented)
 }
 
-/// Plans the deletion of a document: every point goes, a tombstone stays.
-pub fn plan_delete(current: &[SentenceRecord], doc_id: &str, revision: u64) -> ChangePlan {
-    let (title, url, tenant) = current.first().map_or((String::new(), None, None), |r| {
-        (r.title.clone(), r.url.clone(), r.tenant.clone())
-    });
+/// Plans the deletion of a document: every point goes, a tombstone stays with the last
+/// title, url and tenant. Those come from the indexed state `indexed` when there is one
+/// (the state outlives the points: a delete cut off after its points were removed is
+/// replanned from no records, and must not erase them), else from the records.
+pub fn plan_delete(
+    current: &[SentenceRecord],
+    indexed: Option<&DocumentState>,
+    doc_id: &str,
+    revision: u64,
+) -> ChangePlan {
+    let (title, url, tenant) = match (indexed, current.first()) {
+        (Some(state), _) => (state.title.clone(), state.url.clone(), state.tenant.clone()),
+        (None, Some(r)) => (r.title.clone(), r.url.clone(), r.tenant.clone()),
+        (None, None) => (String::new(), None, None),
+    };
     ChangePlan {
         doc_id: doc_id.to_owned(),
         revision,

@@ -27,18 +27,18 @@ pub enum Fence {
     Stale { indexed_revision: u64 },
 }
 
-pub fn fence(indexed: Option<&DocumentState>, incoming_revision: u64, is_delete: bool) -> Fence {
+pub fn fence(indexed: Option<&DocumentState>, incoming_revision: u64) -> Fence {
     match indexed {
         None => Fence::Apply,
         Some(state) if incoming_revision < state.revision => Fence::Stale {
             indexed_revision: state.revision,
         },
-        // An upsert at the tombstone's own revision cannot bring the document back.
-        Some(state) if state.deleted && !is_delete && incoming_revision == state.revision => {
-            Fence::Stale {
-                indexed_revision: state.revision,
-            }
-        }
+        // Nothing at the tombstone's own revision changes it: an upsert cannot bring the
+        // document back, and a repeated delete has nothing left to do (a delete cut off
+        // before its tombstone was written left the old state, so it is replanned).
+        Some(state) if state.deleted && incoming_revision == state.revision => Fence::Stale {
+            indexed_revision: state.revision,
+        },
         Some(_) => Fence::Apply,
     }
 }
@@ -62,29 +62,30 @@ mod tests {
 
     #[test]
     fn older_is_stale_equal_is_replanned_newer_applies() {
-        assert_eq!(fence(None, 1, false), Fence::Apply);
+        assert_eq!(fence(None, 1), Fence::Apply);
         assert_eq!(
-            fence(Some(&state(5, false)), 4, false),
+            fence(Some(&state(5, false)), 4),
             Fence::Stale {
                 indexed_revision: 5
             }
         );
-        assert_eq!(fence(Some(&state(5, false)), 5, false), Fence::Apply);
-        assert_eq!(fence(Some(&state(5, false)), 6, false), Fence::Apply);
+        assert_eq!(fence(Some(&state(5, false)), 5), Fence::Apply);
+        assert_eq!(fence(Some(&state(5, false)), 6), Fence::Apply);
     }
 
+    /// Upsert or delete alike: at or below a tombstone's revision nothing changes (a
+    /// repeated delete must not rewrite the tombstone); above it, either applies.
     #[test]
-    fn a_tombstone_blocks_older_and_equal_upserts() {
+    fn a_tombstone_blocks_older_and_equal_events() {
         let tombstone = state(7, true);
-        assert!(matches!(
-            fence(Some(&tombstone), 6, false),
-            Fence::Stale { .. }
-        ));
-        assert!(matches!(
-            fence(Some(&tombstone), 7, false),
-            Fence::Stale { .. }
-        ));
-        assert_eq!(fence(Some(&tombstone), 7, true), Fence::Apply);
-        assert_eq!(fence(Some(&tombstone), 8, false), Fence::Apply);
+        for revision in [6, 7] {
+            assert_eq!(
+                fence(Some(&tombstone), revision),
+                Fence::Stale {
+                    indexed_revision: 7
+                }
+            );
+        }
+        assert_eq!(fence(Some(&tombstone), 8), Fence::Apply);
     }
 }

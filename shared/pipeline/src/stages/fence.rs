@@ -1,17 +1,20 @@
 //! Fence stage: is the event newer than what the index holds for its document (invariant
 //! 4)? Reads the document's state (or tombstone) and applies `casement_text::fence`.
 
-use casement_events::{Change, Event};
+use casement_events::Event;
 use casement_store::Store;
-use casement_text::Fence;
+use casement_text::{DocumentState, Fence};
 
 use crate::outcome::RetryStage;
 use crate::processor::ProcessError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fenced {
-    /// Go on, at this revision.
-    Apply { revision: u64 },
+    /// Go on, at this revision, over the indexed state (none for a new document).
+    Apply {
+        revision: u64,
+        indexed: Option<DocumentState>,
+    },
     /// Not newer than the indexed revision (or the tombstone): nothing to write.
     Stale { indexed_revision: u64 },
 }
@@ -21,15 +24,12 @@ pub async fn run<S: Store>(store: &S, event: &Event) -> Result<Fenced, ProcessEr
         .document(event.doc_id())
         .await
         .map_err(ProcessError::store(RetryStage::Fence))?;
-    let is_delete = matches!(event.change, Change::Delete { .. });
     // A delete without a revision (a Debezium tombstone) applies at the indexed one.
     let revision = event
         .revision()
         .unwrap_or_else(|| indexed.as_ref().map_or(0, |d| d.revision));
-    Ok(
-        match casement_text::fence(indexed.as_ref(), revision, is_delete) {
-            Fence::Stale { indexed_revision } => Fenced::Stale { indexed_revision },
-            Fence::Apply => Fenced::Apply { revision },
-        },
-    )
+    Ok(match casement_text::fence(indexed.as_ref(), revision) {
+        Fence::Stale { indexed_revision } => Fenced::Stale { indexed_revision },
+        Fence::Apply => Fenced::Apply { revision, indexed },
+    })
 }

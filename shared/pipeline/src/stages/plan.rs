@@ -2,8 +2,8 @@
 //! payload update, delete, unchanged; `casement_text::plan_segmented` / `plan_delete`).
 
 use casement_text::{
-    ChangePlan, Section, SegmentedRevision, SentenceRecord, TextConfig, build_records_with,
-    plan_delete, plan_segmented,
+    ChangePlan, DocumentState, Section, SegmentedRevision, SentenceRecord, TextConfig,
+    build_records_with, plan_delete, plan_segmented,
 };
 
 use super::enrich::Contexts;
@@ -27,7 +27,13 @@ pub fn upsert(
     plan
 }
 
-/// The plan of a delete at `revision`.
-pub fn delete(current: &[SentenceRecord], doc_id: &str, revision: u64) -> ChangePlan {
-    plan_delete(current, doc_id, revision)
+/// The plan of a delete at `revision`; the tombstone keeps the indexed state's title, url
+/// and tenant.
+pub fn delete(
+    current: &[SentenceRecord],
+    indexed: Option<&DocumentState>,
+    doc_id: &str,
+    revision: u64,
+) -> ChangePlan {
+    plan_delete(current, indexed, doc_id, revision)
 }

@@ -119,7 +119,7 @@ fn upserts_are_batched_by_256() {
 #[test]
 fn deletes_are_one_step() {
     let current = new_document(600).embed;
-    let plan = plan_delete(&current, "doc", 4);
+    let plan = plan_delete(&current, None, "doc", 4);
     let steps = write_steps(&plan, &[], DIMENSION, usize::MAX).expect("steps");
     let ids: Vec<_> = current.iter().map(|r| r.id).collect();
     assert_eq!(steps.len(), 3);

@@ -127,7 +127,8 @@ async fn plan_event<S: Store>(
 ) -> ChangePlan {
     let current = store.records(&event.doc_id).await.expect("records");
     if event.change == "delete" {
-        plan_delete(&current, &event.doc_id, event.revision)
+        let indexed = store.document(&event.doc_id).await.expect("document");
+        plan_delete(&current, indexed.as_ref(), &event.doc_id, event.revision)
     } else {
         plan_upsert(&current, revision, config).expect("plan").0
     }

@@ -74,7 +74,7 @@ pub fn markdown(doc_id: &str, revision: u64, tenant: Option<&str>, content: &str
 /// What the pipeline does with one upsert: fence, read, plan, embed, write.
 pub async fn index<S: Store>(store: &S, revision: &Revision) -> (ChangePlan, Applied) {
     let indexed = store.document(&revision.doc_id).await.expect("document");
-    if let Fence::Stale { indexed_revision } = fence(indexed.as_ref(), revision.revision, false) {
+    if let Fence::Stale { indexed_revision } = fence(indexed.as_ref(), revision.revision) {
         let (plan, _) = plan_upsert(&[], revision, &TextConfig::default()).expect("plan");
         return (plan, Applied::Stale { indexed_revision });
     }

@@ -84,16 +84,17 @@ pub fn plan_event(
     event: &CorpusEvent,
     config: &TextConfig,
 ) -> Option<ChangePlan> {
-    match fence(
-        index.document(&event.doc_id),
-        event.revision,
-        event.is_delete(),
-    ) {
+    match fence(index.document(&event.doc_id), event.revision) {
         Fence::Stale { .. } => None,
         Fence::Apply => {
             let current = index.records(&event.doc_id);
             Some(if event.is_delete() {
-                plan_delete(&current, &event.doc_id, event.revision)
+                plan_delete(
+                    &current,
+                    index.document(&event.doc_id),
+                    &event.doc_id,
+                    event.revision,
+                )
             } else {
                 plan_upsert(&current, &event.to_revision(), config)
                     .expect("plans")
