@@ -90,7 +90,8 @@ pub struct ReplayConfig {
 
 /// Folders of Markdown, HTML and text files: saving a file is a new revision of the
 /// document `<doc_id_prefix><path relative to the folder, without extension>`; deleting it
-/// deletes the document.
+/// deletes the document. Only regular files are read (symlinks only to a regular file inside
+/// the folder), at most `max_file_bytes` of them; see `sources::watch`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WatchConfig {
@@ -98,6 +99,16 @@ pub struct WatchConfig {
     pub doc_id_prefix: String,
     /// How often the folders are scanned for changes.
     pub poll_ms: u64,
+    /// A changed file is read once two scans at least this far apart saw the same size and
+    /// modification time (a file being written gives one revision, not one per scan).
+    /// 0 reads a change at the first scan that sees it.
+    pub settle_ms: u64,
+    /// The largest file read, in bytes: `events.max_event_bytes`, filled in by
+    /// [`CasementConfig::watch`] (not a key of its own). Unset, the watcher takes the
+    /// segmenter's limit (`casement_text::segmenter::MAX_DOCUMENT_BYTES`), the most any
+    /// valid `events.max_event_bytes` allows.
+    #[serde(skip)]
+    pub max_file_bytes: Option<usize>,
 }
 
 impl Default for WatchConfig {
@@ -106,11 +117,32 @@ impl Default for WatchConfig {
             dirs: Vec::new(),
             doc_id_prefix: String::new(),
             poll_ms: 500,
+            settle_ms: 1000,
+            max_file_bytes: None,
         }
     }
 }
 
+impl WatchConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.poll_ms == 0 {
+            return Err("sources.watch.poll_ms must be at least 1".into());
+        }
+        if self.settle_ms > MAX_SETTLE_MS {
+            return Err(format!(
+                "sources.watch.settle_ms = {} must be at most {MAX_SETTLE_MS} (one hour)",
+                self.settle_ms
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An hour: a longer wait is a typo, not a setting.
+const MAX_SETTLE_MS: u64 = 3_600_000;
+
 /// `POST /v1/events`: one event per request, in any format the Kafka indexer decodes.
+/// The dead-letter keys are here for history; the file takes every source's rejects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WebhookConfig {
@@ -121,6 +153,11 @@ pub struct WebhookConfig {
     /// Rejected events, one JSON line each (original bytes, reason); empty means
     /// `<data_dir>/dead-letters.jsonl`.
     pub dead_letter_file: PathBuf,
+    /// The dead-letter file's cap: an append that would take it past this first renames it
+    /// to `<name>.1` (replacing an older one), so the two take at most twice this.
+    pub dead_letter_max_bytes: u64,
+    /// A payload (or key) longer than this is kept as its length and XXH3-128 hash only.
+    pub dead_letter_max_payload_bytes: usize,
 }
 
 impl Default for WebhookConfig {
@@ -129,8 +166,42 @@ impl Default for WebhookConfig {
             enabled: true,
             wait_ms: 10_000,
             dead_letter_file: PathBuf::new(),
+            dead_letter_max_bytes: 64 * 1024 * 1024,
+            dead_letter_max_payload_bytes: 64 * 1024,
         }
     }
+}
+
+impl WebhookConfig {
+    /// The dead-letter file's size settings (checked here, once, at start).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.dead_letter_max_bytes < MIN_DEAD_LETTER_FILE_BYTES {
+            return Err(format!(
+                "sources.webhook.dead_letter_max_bytes = {} must be at least \
+                 {MIN_DEAD_LETTER_FILE_BYTES}: a letter without its payload has to fit",
+                self.dead_letter_max_bytes
+            ));
+        }
+        if self.dead_letter_max_payload_bytes as u64 > self.dead_letter_max_bytes {
+            return Err(format!(
+                "sources.webhook.dead_letter_max_payload_bytes = {} must not exceed \
+                 sources.webhook.dead_letter_max_bytes = {}",
+                self.dead_letter_max_payload_bytes, self.dead_letter_max_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The smallest dead-letter file cap: room for a few letters kept as hashes.
+const MIN_DEAD_LETTER_FILE_BYTES: u64 = 4096;
+
+/// The dead-letter file's settings, resolved ([`CasementConfig::dead_letter_file`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterFileConfig {
+    pub path: PathBuf,
+    pub max_bytes: u64,
+    pub max_payload_bytes: usize,
 }
 
 impl CasementConfig {
@@ -143,12 +214,26 @@ impl CasementConfig {
         store
     }
 
-    pub fn dead_letter_file(&self) -> PathBuf {
-        let file = &self.sources.webhook.dead_letter_file;
-        if file.as_os_str().is_empty() {
+    /// The dead-letter file: its path (`<data_dir>/dead-letters.jsonl` unless set) and caps.
+    pub fn dead_letter_file(&self) -> DeadLetterFileConfig {
+        let webhook = &self.sources.webhook;
+        let path = if webhook.dead_letter_file.as_os_str().is_empty() {
             self.data_dir.join("dead-letters.jsonl")
         } else {
-            file.clone()
+            webhook.dead_letter_file.clone()
+        };
+        DeadLetterFileConfig {
+            path,
+            max_bytes: webhook.dead_letter_max_bytes,
+            max_payload_bytes: webhook.dead_letter_max_payload_bytes,
+        }
+    }
+
+    /// The watch settings with the largest file to read set to `events.max_event_bytes`.
+    pub fn watch(&self) -> WatchConfig {
+        WatchConfig {
+            max_file_bytes: Some(self.events.max_event_bytes),
+            ..self.sources.watch.clone()
         }
     }
 
@@ -172,9 +257,8 @@ impl casement_config::Config for CasementConfig {
         if self.data_dir.as_os_str().is_empty() {
             return Err("data_dir must not be empty".into());
         }
-        if self.sources.watch.poll_ms == 0 {
-            return Err("sources.watch.poll_ms must be at least 1".into());
-        }
+        self.sources.watch.validate()?;
+        self.sources.webhook.validate()?;
         if self.search.indexed_window_radius != self.text.window_radius {
             return Err(format!(
                 "search.indexed_window_radius ({}) must equal text.window_radius ({}): \

@@ -11,6 +11,7 @@ mod replay;
 mod sample;
 #[path = "../support/mod.rs"]
 mod support;
+mod watch_hostile;
 mod webhook;
 
 use std::time::Duration;

@@ -1,17 +1,92 @@
 //! Which files of a watched folder are documents, and as what: format by extension,
-//! document id from the path, title from the content, and the scan that finds them.
+//! document id from the path, title from the content; the scan that finds them and the
+//! only way the watcher reads one ([`read_text`]): a regular file, bounded, never opened
+//! when it could block (a FIFO) or never end (a device).
 
+use std::fmt;
+use std::fs::{FileType, Metadata};
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-/// A file found by a scan.
+/// A file's size and modification time: what says it changed, or is still changing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Stamp {
+    pub len: u64,
+    pub mtime_ns: u128,
+}
+
+impl Stamp {
+    pub fn of(meta: &Metadata) -> Self {
+        Self {
+            len: meta.len(),
+            mtime_ns: mtime_ns(meta),
+        }
+    }
+}
+
+/// Why a document file of a watched folder is not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Unusable {
+    /// A FIFO, socket, device or directory (itself or behind a symlink): opening a FIFO
+    /// blocks until a writer comes, reading a device may never end.
+    NotRegular(&'static str),
+    /// A symlink whose target is outside the watched folder.
+    OutsideFolder(PathBuf),
+    TooLarge {
+        len: u64,
+        limit: usize,
+    },
+    NotUtf8,
+    /// The file or folder cannot be opened or read (permission denied, a symlink loop, …).
+    Io(String),
+}
+
+impl fmt::Display for Unusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotRegular(kind) => write!(f, "not a regular file ({kind})"),
+            Self::OutsideFolder(target) => write!(
+                f,
+                "a symlink to {}, outside the watched folder",
+                target.display()
+            ),
+            Self::TooLarge { len, limit } => write!(
+                f,
+                "too large: {len} bytes, over the event size limit of {limit}"
+            ),
+            Self::NotUtf8 => f.write_str("not UTF-8 text"),
+            Self::Io(error) => f.write_str(error),
+        }
+    }
+}
+
+impl From<std::io::Error> for Unusable {
+    fn from(error: std::io::Error) -> Self {
+        Self::Io(error.to_string())
+    }
+}
+
+/// A document file found by a scan, usable or not.
 #[derive(Debug)]
 pub(super) struct Found {
     pub doc_id: String,
+    /// As found in the folder (a symlink's own path): the document's url.
     pub path: PathBuf,
     pub format: &'static str,
-    pub mtime_ns: u128,
-    pub len: u64,
+    /// Of what would be read (a symlink's target); of the entry itself when unusable.
+    pub stamp: Stamp,
+    /// The regular file to read (a symlink resolved), or why there is none.
+    pub file: Result<PathBuf, Unusable>,
+}
+
+/// What a scan saw: the document files, and the folders it could not list (their files
+/// are neither found nor gone).
+#[derive(Debug, Default)]
+pub(super) struct Scan {
+    pub found: Vec<Found>,
+    pub unlisted: Vec<(PathBuf, Unusable)>,
 }
 
 /// The format of a file by its extension; other files are not documents.
@@ -64,39 +139,189 @@ pub fn title_of(path: &Path, content: &str) -> String {
         })
 }
 
-/// Every document file under `roots` (recursively, hidden entries skipped).
-pub(super) fn scan(roots: &[PathBuf], prefix: &str) -> Vec<Found> {
-    let mut found = Vec::new();
+/// Every document file under `roots` (recursively; hidden entries and symlinked folders
+/// skipped), each checked without opening it: a regular file, or a symlink to one inside
+/// its root; at most `limit` bytes. A document file that vanished meanwhile, or a symlink
+/// whose target does not exist, is not found (it is gone).
+pub(super) fn scan(roots: &[PathBuf], prefix: &str, limit: usize) -> Scan {
+    let mut scan = Scan::default();
     for root in roots {
+        let canonical_root = match std::fs::canonicalize(root) {
+            Ok(path) => path,
+            Err(error) => {
+                scan.unlisted.push((root.clone(), error.into()));
+                continue;
+            }
+        };
         let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(error) => {
+                    scan.unlisted.push((dir, error.into()));
+                    continue;
+                }
             };
             for entry in entries.flatten() {
                 let path = entry.path();
-                let hidden = entry.file_name().to_string_lossy().starts_with('.');
-                let Ok(meta) = entry.metadata() else { continue };
-                if meta.is_dir() && !hidden {
-                    stack.push(path);
-                } else if let (true, Some(format), Some(doc_id)) = (
-                    meta.is_file(),
-                    format_of(&path),
-                    doc_id(prefix, root, &path),
-                ) {
-                    found.push(Found {
-                        doc_id,
-                        path,
-                        format,
-                        mtime_ns: mtime_ns(&meta),
-                        len: meta.len(),
-                    });
+                // The entry's own type: a symlink is not followed here.
+                let Ok(file_type) = entry.file_type() else {
+                    continue;
+                };
+                if file_type.is_dir() {
+                    if !entry.file_name().to_string_lossy().starts_with('.') {
+                        stack.push(path);
+                    }
+                    continue;
                 }
+                let (Some(format), Some(doc_id)) = (format_of(&path), doc_id(prefix, root, &path))
+                else {
+                    continue;
+                };
+                let Some((stamp, file)) = inspect(&canonical_root, &path, limit) else {
+                    continue;
+                };
+                scan.found.push(Found {
+                    doc_id,
+                    path,
+                    format,
+                    stamp,
+                    file,
+                });
             }
         }
     }
-    found.sort_by(|a, b| a.doc_id.cmp(&b.doc_id));
-    found
+    scan.found.sort_by(|a, b| a.doc_id.cmp(&b.doc_id));
+    scan
+}
+
+/// Whether `path` can be read as a document of the folder `canonical_root`, without
+/// opening it: its stamp and the regular file to read, or why not. `None` when it does
+/// not exist (or is a symlink to nothing).
+pub(super) fn inspect(
+    canonical_root: &Path,
+    path: &Path,
+    limit: usize,
+) -> Option<(Stamp, Result<PathBuf, Unusable>)> {
+    let own = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(error) if error.kind() == ErrorKind::NotFound => return None,
+        Err(error) => return Some((Stamp::default(), Err(error.into()))),
+    };
+    let stamp = Stamp::of(&own);
+    let (stamp, target) = if own.file_type().is_symlink() {
+        let target = match std::fs::canonicalize(path) {
+            Ok(target) => target,
+            Err(error) if error.kind() == ErrorKind::NotFound => return None,
+            Err(error) => return Some((stamp, Err(error.into()))),
+        };
+        let meta = match std::fs::metadata(&target) {
+            Ok(meta) => meta,
+            Err(error) => return Some((stamp, Err(error.into()))),
+        };
+        if !meta.is_file() {
+            return Some((stamp, Err(Unusable::NotRegular(kind(meta.file_type())))));
+        }
+        if !target.starts_with(canonical_root) {
+            return Some((stamp, Err(Unusable::OutsideFolder(target))));
+        }
+        (Stamp::of(&meta), target)
+    } else if own.is_file() {
+        (stamp, path.to_owned())
+    } else {
+        return Some((stamp, Err(Unusable::NotRegular(kind(own.file_type())))));
+    };
+    if stamp.len > limit as u64 {
+        return Some((
+            stamp,
+            Err(Unusable::TooLarge {
+                len: stamp.len,
+                limit,
+            }),
+        ));
+    }
+    Some((stamp, Ok(target)))
+}
+
+/// Reads a regular file as UTF-8, at most `limit` bytes, with the stamp it had once read
+/// (compare it with the scan's: a difference means it changed meanwhile). Opened without
+/// blocking and checked again once open, so a file swapped for a FIFO or a device after
+/// the scan is refused, not waited on.
+pub(super) fn read_text(path: &Path, limit: usize) -> Result<(String, Stamp), Unusable> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(Unusable::NotRegular(kind(meta.file_type())));
+    }
+    if meta.len() > limit as u64 {
+        return Err(Unusable::TooLarge {
+            len: meta.len(),
+            limit,
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(limit));
+    (&file).take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(Unusable::TooLarge {
+            len: bytes.len() as u64,
+            limit,
+        });
+    }
+    let stamp = Stamp::of(&file.metadata()?);
+    let text = String::from_utf8(bytes).map_err(|_| Unusable::NotUtf8)?;
+    Ok((text, stamp))
+}
+
+/// `O_NONBLOCK` (std has no name for it and the `libc` crate is not a dependency): an
+/// `open` of a FIFO with it returns at once instead of waiting for a writer; it changes
+/// nothing for a regular file. On a platform not listed, 0: the type checks before
+/// opening still keep FIFOs out, with a window for a file swapped meanwhile.
+const O_NONBLOCK: i32 = if cfg!(all(
+    target_os = "linux",
+    any(
+        target_arch = "x86",
+        target_arch = "x86_64",
+        target_arch = "arm",
+        target_arch = "aarch64",
+        target_arch = "riscv64",
+        target_arch = "powerpc64",
+        target_arch = "s390x",
+        target_arch = "loongarch64"
+    )
+)) {
+    0o4000
+} else if cfg!(any(
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+)) {
+    0x0004
+} else {
+    0
+};
+
+fn kind(file_type: FileType) -> &'static str {
+    if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_symlink() {
+        "a symlink"
+    } else {
+        "not a plain file"
+    }
 }
 
 /// A file's modification time in nanoseconds since the epoch (0 when unknown).

@@ -8,19 +8,49 @@
 //! known document is sent again at its recorded revision (the store plans nothing for a
 //! revision it already holds, and finishes one that was cut off), then changes made
 //! while the service was stopped are picked up like any other.
+//!
+//! A folder is input the service does not control, so:
+//! - **Only regular files are opened.** FIFOs, sockets and devices are never opened (a
+//!   FIFO's open waits for a writer, `/dev/zero` never ends). A symlink is followed only to
+//!   a regular file inside the same watched folder (its `canonicalize`d target); symlinked
+//!   folders are not entered. Files are opened non-blocking and checked again once open, so
+//!   one swapped for a FIFO after the scan is refused too.
+//! - **Reads are bounded.** A file over the size limit ([`WatchConfig::max_file_bytes`]:
+//!   `events.max_event_bytes` when built with `CasementConfig::watch`, else the
+//!   segmenter's 16 MiB, and a larger event is then dead-lettered by the decoder) is refused
+//!   by its size before it is opened, and at most limit + 1 bytes are ever read (a file
+//!   growing meanwhile is refused, not followed).
+//! - **A file is read once it has settled.** A running watcher reads a changed file once
+//!   two scans at least `settle_ms` apart (1 s) saw the same size and modification time,
+//!   and sends it only if they are still the same once read: a file being written gives
+//!   one revision when it is done, not one per scan. A one-off scan ([`Watcher::poll`],
+//!   `casement backfill`) has no later scan to compare with and reads files as they are.
+//! - **A file it cannot use is reported once.** A document file that is not a regular file,
+//!   a symlink outside its folder, too large, not UTF-8, or cannot be opened (permission
+//!   denied, a symlink loop: the system's error) is logged once at warn with that reason,
+//!   and again only when its size, modification time or reason changes. One it cannot open
+//!   is tried again every scan (a permission can be fixed without touching the file),
+//!   silently while the error stays the same. A folder it cannot list likewise.
+//! - **Unusable is not gone.** A known document whose file is still there but cannot be
+//!   used keeps its last indexed revision: no delete is sent, so a permission change, a
+//!   half-written save or a file swapped for something else does not empty the index. It
+//!   is deleted when its file is really gone: removed, or a symlink to nothing. The files
+//!   of a folder that cannot be listed count as still there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use casement_events::{NativeEvent, NativeType};
-
 use casement_pipeline::SourceId;
+use tokio::time::Instant;
 
 mod files;
 mod state;
+#[cfg(test)]
+mod tests;
 
-use files::scan;
+use files::{Found, Stamp, Unusable, inspect, read_text, scan};
 pub use files::{doc_id, format_of, title_of};
 pub use state::adopt;
 use state::{Entry, STATE_FILE, now_secs};
@@ -31,115 +61,125 @@ use crate::config::WatchConfig;
 #[derive(Debug)]
 pub struct Watcher {
     config: WatchConfig,
+    /// The largest file read, in bytes.
+    max_file_bytes: usize,
     state_path: PathBuf,
     state: BTreeMap<String, Entry>,
     feeder: Feeder,
+    /// Changed files waiting to settle: the stamp a scan saw, and when.
+    settling: HashMap<String, (Stamp, Instant)>,
+    /// What was reported for each path that cannot be used, so it is said once.
+    reported: HashMap<PathBuf, (Stamp, Unusable)>,
+}
+
+/// What one scan did.
+#[derive(Debug, Default)]
+struct ScanOutcome {
+    sent: usize,
+    /// Files and folders reported as unusable by this scan (not those reported before).
+    reported: Vec<(PathBuf, Unusable)>,
 }
 
 impl Watcher {
     pub fn new(config: WatchConfig, data_dir: &Path, feeder: Feeder) -> Self {
         let state_path = data_dir.join(STATE_FILE);
         let state = read_state(&state_path);
+        let max_file_bytes = config
+            .max_file_bytes
+            .unwrap_or(casement_text::segmenter::MAX_DOCUMENT_BYTES);
         Self {
             config,
+            max_file_bytes,
             state_path,
             state,
             feeder,
+            settling: HashMap::new(),
+            reported: HashMap::new(),
         }
     }
 
     /// Sends every known document again (marked as resends: not news), then scans every
     /// `poll_ms` until the pipeline stops.
     pub async fn run(mut self) -> anyhow::Result<()> {
-        let mut known = Vec::new();
-        for (doc_id, entry) in &self.state {
-            if entry.deleted {
-                known.push((doc_id.clone(), entry.clone(), None));
-            } else if let Some(format) = format_of(&entry.path)
-                && let Ok(content) = tokio::fs::read_to_string(&entry.path).await
-                && xxhash_rust::xxh3::xxh3_64(content.as_bytes()) == entry.hash
-            {
-                known.push((doc_id.clone(), entry.clone(), Some((format, content))));
-            }
-        }
-        for (doc_id, entry, file) in known {
-            match file {
-                None => self.send_delete(&doc_id, entry.revision, true).await?,
-                Some((format, content)) => {
-                    let revision = entry.revision;
-                    self.send_upsert(&doc_id, &entry.path, format, content, revision, true)
-                        .await?;
-                }
-            }
-        }
+        self.resend_known().await?;
         let mut tick = tokio::time::interval(Duration::from_millis(self.config.poll_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            self.poll().await?;
+            // The time of this look, not the tick's schedule: after a slow scan the schedule
+            // lags, and would make a file look unchanged for longer than it was.
+            self.scan(Some(Instant::now())).await?;
         }
     }
 
-    /// One scan: sends what changed since the last one; returns how many events.
+    /// One scan that reads every changed file as it is, without waiting for it to settle
+    /// (a backfill's single scan); returns how many events it sent.
     pub async fn poll(&mut self) -> anyhow::Result<usize> {
-        let (mut sent, mut dirty) = (0, false);
+        Ok(self.scan(None).await?.sent)
+    }
+
+    /// Sends each known document at its recorded revision: a deleted one as a delete, a
+    /// file only while it still has the content that was sent (read by the same rules as
+    /// a scan; a file that changed is picked up by the first scan).
+    async fn resend_known(&self) -> anyhow::Result<()> {
+        for (doc_id, entry) in &self.state {
+            if entry.deleted {
+                self.send_delete(doc_id, entry.revision, true).await?;
+                continue;
+            }
+            let (Some(format), Some(root)) = (
+                format_of(&entry.path),
+                self.config
+                    .dirs
+                    .iter()
+                    .find(|root| entry.path.starts_with(root)),
+            ) else {
+                continue;
+            };
+            let (root, path, limit) = (root.clone(), entry.path.clone(), self.max_file_bytes);
+            let content = tokio::task::spawn_blocking(move || {
+                let root = std::fs::canonicalize(root).ok()?;
+                let (_, target) = inspect(&root, &path, limit)?;
+                read_text(&target.ok()?, limit).ok()
+            })
+            .await?;
+            if let Some((content, _)) = content
+                && xxhash_rust::xxh3::xxh3_64(content.as_bytes()) == entry.hash
+            {
+                self.send_upsert(doc_id, &entry.path, format, content, entry.revision, true)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One scan: sends what changed since the last one. With `now` (a running watcher), a
+    /// changed file is read only once it has settled.
+    async fn scan(&mut self, now: Option<Instant>) -> anyhow::Result<ScanOutcome> {
+        let mut outcome = ScanOutcome::default();
+        let mut dirty = false;
         let (roots, prefix) = (self.config.dirs.clone(), self.config.doc_id_prefix.clone());
-        let found = tokio::task::spawn_blocking(move || scan(&roots, &prefix)).await?;
-        let mut seen = std::collections::BTreeSet::new();
-        for file in found {
+        let limit = self.max_file_bytes;
+        let scan = tokio::task::spawn_blocking(move || scan(&roots, &prefix, limit)).await?;
+        for (dir, why) in &scan.unlisted {
+            self.report(&mut outcome, dir, Stamp::default(), why);
+        }
+        let mut present: HashSet<PathBuf> = scan.unlisted.iter().map(|(d, _)| d.clone()).collect();
+        present.extend(scan.found.iter().map(|f| f.path.clone()));
+        let mut seen = BTreeSet::new();
+        for file in scan.found {
             if !seen.insert(file.doc_id.clone()) {
                 continue; // The same document id from two folders: the first one wins.
             }
-            let known = self.state.get(&file.doc_id).cloned();
-            if let Some(entry) = &known
-                && !entry.deleted
-                && entry.mtime_ns == file.mtime_ns
-                && entry.len == file.len
-            {
-                continue;
-            }
-            let Ok(content) = tokio::fs::read_to_string(&file.path).await else {
-                tracing::warn!(path = %file.path.display(), "skipping a file that is not UTF-8 text");
-                continue;
-            };
-            let hash = xxhash_rust::xxh3::xxh3_64(content.as_bytes());
-            let mtime_secs = (file.mtime_ns / 1_000_000_000) as u64;
-            let unchanged = known.as_ref().is_some_and(|e| !e.deleted && e.hash == hash);
-            let revision = match &known {
-                Some(entry) if unchanged => entry.revision,
-                Some(entry) => mtime_secs.max(entry.revision + 1),
-                None => mtime_secs.max(1),
-            };
-            self.state.insert(
-                file.doc_id.clone(),
-                Entry {
-                    path: file.path.clone(),
-                    revision,
-                    hash,
-                    deleted: false,
-                    mtime_ns: file.mtime_ns,
-                    len: file.len,
-                },
-            );
-            dirty = true;
-            if !unchanged {
-                tracing::info!(doc_id = %file.doc_id, revision, "file saved: indexing the new revision");
-                self.send_upsert(
-                    &file.doc_id,
-                    &file.path,
-                    file.format,
-                    content,
-                    revision,
-                    false,
-                )
-                .await?;
-                sent += 1;
+            if self.index(file, now, &mut outcome).await? {
+                dirty = true;
             }
         }
         let gone: Vec<String> = self
             .state
             .iter()
             .filter(|(id, e)| !e.deleted && !seen.contains(*id))
+            .filter(|(_, e)| !scan.unlisted.iter().any(|(d, _)| e.path.starts_with(d)))
             .map(|(id, _)| id.clone())
             .collect();
         for doc_id in gone {
@@ -152,15 +192,139 @@ impl Watcher {
             dirty = true;
             tracing::info!(%doc_id, revision, "file removed: deleting the document");
             self.send_delete(&doc_id, revision, false).await?;
-            sent += 1;
+            outcome.sent += 1;
         }
+        // Forget what is no longer there: a file that comes back is news again.
+        self.settling.retain(|doc_id, _| seen.contains(doc_id));
+        self.reported.retain(|path, _| present.contains(path));
         // Once per scan, not per file. A crash before it only means the files are found
         // changed again at start and sent again (at the same revision for an upsert,
         // which the store re-plans idempotently).
         if dirty {
             self.save();
         }
-        Ok(sent)
+        Ok(outcome)
+    }
+
+    /// Reads a found file if it changed (and has settled), sends it if its content did;
+    /// returns whether the state changed.
+    async fn index(
+        &mut self,
+        file: Found,
+        now: Option<Instant>,
+        outcome: &mut ScanOutcome,
+    ) -> anyhow::Result<bool> {
+        let target = match &file.file {
+            Ok(target) => target.clone(),
+            Err(why) => {
+                self.settling.remove(&file.doc_id);
+                self.report(outcome, &file.path, file.stamp, why);
+                return Ok(false);
+            }
+        };
+        let known = self.state.get(&file.doc_id).cloned();
+        let alive = known.as_ref().filter(|e| !e.deleted);
+        if alive.is_some_and(|e| e.mtime_ns == file.stamp.mtime_ns && e.len == file.stamp.len) {
+            self.settling.remove(&file.doc_id);
+            self.reported.remove(&file.path);
+            return Ok(false);
+        }
+        if self.reported_as_is(&file) {
+            return Ok(false);
+        }
+        if let Some(now) = now
+            && !self.settled(&file.doc_id, file.stamp, now)
+        {
+            return Ok(false);
+        }
+        let limit = self.max_file_bytes;
+        let (content, stamp) =
+            match tokio::task::spawn_blocking(move || read_text(&target, limit)).await? {
+                Ok(read) => read,
+                Err(why) => {
+                    self.report(outcome, &file.path, file.stamp, &why);
+                    return Ok(false);
+                }
+            };
+        if let Some(now) = now
+            && stamp != file.stamp
+        {
+            // Changed since the scan: it has to settle again. (A one-off scan takes what
+            // it read; the scan's stamp is kept, so a later scan sees the change.)
+            self.settling.insert(file.doc_id.clone(), (stamp, now));
+            return Ok(false);
+        }
+        self.settling.remove(&file.doc_id);
+        self.reported.remove(&file.path);
+        let hash = xxhash_rust::xxh3::xxh3_64(content.as_bytes());
+        let mtime_secs = (file.stamp.mtime_ns / 1_000_000_000) as u64;
+        let unchanged = alive.is_some_and(|e| e.hash == hash);
+        let revision = match &known {
+            Some(entry) if unchanged => entry.revision,
+            Some(entry) => mtime_secs.max(entry.revision + 1),
+            None => mtime_secs.max(1),
+        };
+        self.state.insert(
+            file.doc_id.clone(),
+            Entry {
+                path: file.path.clone(),
+                revision,
+                hash,
+                deleted: false,
+                mtime_ns: file.stamp.mtime_ns,
+                len: file.stamp.len,
+            },
+        );
+        if !unchanged {
+            tracing::info!(doc_id = %file.doc_id, revision, "file saved: indexing the new revision");
+            self.send_upsert(
+                &file.doc_id,
+                &file.path,
+                file.format,
+                content,
+                revision,
+                false,
+            )
+            .await?;
+            outcome.sent += 1;
+        }
+        Ok(true)
+    }
+
+    /// Whether a running watcher may read a changed file at `now`: a scan at least
+    /// `settle_ms` earlier saw it with the same stamp. Otherwise its stamp is noted.
+    fn settled(&mut self, doc_id: &str, stamp: Stamp, now: Instant) -> bool {
+        let settle = Duration::from_millis(self.config.settle_ms);
+        if settle.is_zero() {
+            return true;
+        }
+        match self.settling.get(doc_id) {
+            Some((seen, since)) if *seen == stamp => now.duration_since(*since) >= settle,
+            _ => {
+                self.settling.insert(doc_id.to_owned(), (stamp, now));
+                false
+            }
+        }
+    }
+
+    /// A file already reported, unchanged since, for what it holds (not UTF-8): not read
+    /// again. One that could not be opened is tried again: a permission can change without
+    /// the file changing.
+    fn reported_as_is(&self, file: &Found) -> bool {
+        matches!(self.reported.get(&file.path),
+            Some((stamp, why)) if *stamp == file.stamp && !matches!(why, Unusable::Io(_)))
+    }
+
+    /// Logs that `path` cannot be used, unless that was said already for the same stamp.
+    fn report(&mut self, outcome: &mut ScanOutcome, path: &Path, stamp: Stamp, why: &Unusable) {
+        let report = (stamp, why.clone());
+        if self.reported.get(path) == Some(&report) {
+            return;
+        }
+        tracing::warn!(path = %path.display(), reason = %why,
+            "watch: skipping a file it cannot use (said again only when it changes)");
+        self.reported.insert(path.to_owned(), report);
+        outcome.reported.push((path.to_owned(), why.clone()));
     }
 
     fn save(&self) {
