@@ -53,7 +53,7 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
     replay_task.await??;
     let mut documents = 0;
     if !folders.is_empty() {
-        let mut watch = config.sources.watch.clone();
+        let mut watch = config.watch();
         watch.dirs = folders;
         let mut watcher = Watcher::new(watch, &config.data_dir, engine.feeder.clone());
         documents = watcher.poll().await? as u64;

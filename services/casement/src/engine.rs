@@ -132,13 +132,15 @@ impl Engine {
     pub async fn stop(mut self) -> anyhow::Result<()> {
         self.shutdown.trigger();
         drop(self.feeder);
-        let deadline = tokio::time::sleep(Duration::from_secs(60));
+        // The lanes give up on their events at the grace period; this is the backstop.
+        let backstop = self.config.pipeline.shutdown_grace() + Duration::from_secs(10);
+        let deadline = tokio::time::sleep(backstop);
         tokio::pin!(deadline);
         loop {
             tokio::select! {
                 next = self.tasks.join_next() => if next.is_none() { break },
                 _ = &mut deadline => {
-                    tracing::warn!("stages still busy after 60 s; stopping them (nothing committed past them)");
+                    tracing::warn!(backstop_s = backstop.as_secs(), "stages still busy; stopping them (nothing committed past them)");
                     self.tasks.abort_all();
                     break;
                 }

@@ -110,7 +110,7 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
         None
     } else {
         let watcher = Watcher::new(
-            config.sources.watch.clone(),
+            config.watch(),
             &config.data_dir,
             engine.feeder.clone(),
         );

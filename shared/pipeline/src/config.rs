@@ -22,6 +22,17 @@ pub struct PipelineConfig {
     pub embedding_cache_entries: u64,
     /// Models run by this many threads at once.
     pub embed_concurrency: usize,
+    /// Sentences embedded per turn on the model. Events take turns (first come, first
+    /// served) slice by slice, so a large document does not hold a small edit behind it
+    /// for longer than one slice.
+    pub embed_slice: usize,
+    /// A revision with more sentences than this is dead-lettered (`too_large`) instead of
+    /// being embedded: a page of text without punctuation or a runaway generated file
+    /// would otherwise hold the model for minutes and its vectors in memory.
+    pub max_document_sentences: usize,
+    /// On shutdown, events in hand get this long to finish before the service stops
+    /// (what is not finished is not committed, so it is delivered again at the next start).
+    pub shutdown_grace_ms: u64,
 }
 
 impl Default for PipelineConfig {
@@ -34,6 +45,9 @@ impl Default for PipelineConfig {
             retry_max_ms: 10_000,
             embedding_cache_entries: 100_000,
             embed_concurrency: 1,
+            embed_slice: 32,
+            max_document_sentences: 5_000,
+            shutdown_grace_ms: 30_000,
         }
     }
 }
@@ -44,6 +58,9 @@ impl PipelineConfig {
     }
     pub fn retry_max(&self) -> Duration {
         Duration::from_millis(self.retry_max_ms)
+    }
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
     }
 }
 
@@ -108,9 +125,16 @@ impl Default for LlmConfig {
 impl PipelineConfig {
     /// The checks every service runs at start.
     pub fn validate(&self) -> Result<(), String> {
-        if self.lanes == 0 || self.channel_capacity == 0 || self.embed_concurrency == 0 {
+        if self.lanes == 0
+            || self.channel_capacity == 0
+            || self.embed_concurrency == 0
+            || self.embed_slice == 0
+            || self.max_document_sentences == 0
+        {
             return Err(
-                "pipeline.lanes, channel_capacity and embed_concurrency must be ≥ 1".into(),
+                "pipeline.lanes, channel_capacity, embed_concurrency, embed_slice and \
+                 max_document_sentences must be ≥ 1"
+                    .into(),
             );
         }
         if self.retry_initial_ms == 0 || self.retry_max_ms < self.retry_initial_ms {

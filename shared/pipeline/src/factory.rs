@@ -44,6 +44,7 @@ pub fn processor<S: Store>(
         BlockingPool::new(model.clone(), config.pipeline.embed_concurrency),
         model.model_id().to_owned(),
         embedding_cache(config.pipeline.embedding_cache_entries),
+        config.pipeline.embed_slice,
         metrics.clone(),
     );
     Ok(Processor::new(
@@ -52,7 +53,8 @@ pub fn processor<S: Store>(
         Enricher::new(config.enrich, metrics)?,
         config.text.clone(),
         metrics.clone(),
-    ))
+    )
+    .with_max_document_sentences(config.pipeline.max_document_sentences))
 }
 
 /// The process's one store probe: it keeps the index gauges (points, documents) and

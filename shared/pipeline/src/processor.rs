@@ -29,6 +29,9 @@ pub enum ProcessError {
     /// The revision cannot be segmented (too large, ...): it never will be.
     #[error("text: {0}")]
     Text(#[from] casement_text::Error),
+    /// More sentences than `pipeline.max_document_sentences`.
+    #[error("the revision has {sentences} sentences, over pipeline.max_document_sentences = {max}")]
+    TooManySentences { sentences: usize, max: usize },
 }
 
 impl ProcessError {
@@ -42,7 +45,7 @@ impl ProcessError {
         match self {
             Self::Store { source, .. } => source.is_transient(),
             Self::Embed(_) => true,
-            Self::Text(_) => false,
+            Self::Text(_) | Self::TooManySentences { .. } => false,
         }
     }
 
@@ -51,7 +54,7 @@ impl ProcessError {
         match self {
             Self::Store { stage, .. } => *stage,
             Self::Embed(_) => RetryStage::Embed,
-            Self::Text(_) => RetryStage::Write,
+            Self::Text(_) | Self::TooManySentences { .. } => RetryStage::Write,
         }
     }
 
@@ -59,6 +62,7 @@ impl ProcessError {
     pub fn reason(&self) -> Reason {
         match self {
             Self::Text(_) => Reason::Text,
+            Self::TooManySentences { .. } => Reason::TooLarge,
             Self::Store { .. } | Self::Embed(_) => Reason::Store,
         }
     }
@@ -72,6 +76,7 @@ pub struct Processor<S> {
     text: TextConfig,
     metrics: Metrics,
     whole_documents: bool,
+    max_sentences: usize,
 }
 
 /// Times consecutive stages of one event.
@@ -105,7 +110,14 @@ impl<S: Store> Processor<S> {
             text,
             metrics,
             whole_documents: false,
+            max_sentences: crate::PipelineConfig::default().max_document_sentences,
         }
+    }
+
+    /// A revision with more sentences is dead-lettered as too large.
+    pub fn with_max_document_sentences(mut self, max: usize) -> Self {
+        self.max_sentences = max;
+        self
     }
 
     /// Ablation for benchmarks: re-embed every sentence of every upserted revision, without
@@ -143,6 +155,13 @@ impl<S: Store> Processor<S> {
             Change::Upsert(rev) => {
                 let segmented = segment::run(&current, rev, &self.text)?;
                 lap.done(Stage::Segment);
+                let sentences = segmented.sentence_count();
+                if sentences > self.max_sentences {
+                    return Err(ProcessError::TooManySentences {
+                        sentences,
+                        max: self.max_sentences,
+                    });
+                }
                 let contexts = self.enricher.contexts(&segmented, &current).await;
                 lap.done(Stage::Enrich);
                 plan::upsert(

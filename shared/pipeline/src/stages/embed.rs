@@ -1,6 +1,8 @@
 //! Embed stage: vectors for the plan's records through a cache keyed by hash(model id +
 //! embedding input), so a revert or a replay costs no model call (invariant 2). The model
-//! runs on its blocking pool, never on the async executor.
+//! runs on its blocking pool, never on the async executor, one slice of `embed_slice`
+//! sentences per turn: the pool serves waiting slices first come, first served, so the
+//! lanes take turns and a large document delays a small edit by at most a slice per lane.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,6 +23,7 @@ pub struct Embedder {
     pool: BlockingPool,
     model_id: String,
     cache: EmbeddingCache,
+    slice: usize,
     metrics: Metrics,
 }
 
@@ -37,12 +40,14 @@ impl Embedder {
         pool: BlockingPool,
         model_id: String,
         cache: EmbeddingCache,
+        slice: usize,
         metrics: Metrics,
     ) -> Self {
         Self {
             pool,
             model_id,
             cache,
+            slice: slice.max(1),
             metrics,
         }
     }
@@ -62,26 +67,29 @@ impl Embedder {
             .iter()
             .map(|k| self.cache.get(k).filter(|_| use_cache))
             .collect();
-        let missing: Vec<usize> = (0..inputs.len())
+        let mut missing: Vec<usize> = (0..inputs.len())
             .filter(|&i| vectors[i].is_none())
             .collect();
-        if !missing.is_empty() {
-            let texts = missing.iter().map(|&i| inputs[i].clone()).collect();
+        let from_model = missing.len();
+        // Similar lengths in a slice: the model pads each batch to its longest input.
+        missing.sort_by_key(|&i| inputs[i].len());
+        for slice in missing.chunks(self.slice) {
+            let texts = slice.iter().map(|&i| inputs[i].clone()).collect();
             let started = Instant::now();
             let embedded = self.pool.embed(texts).await?;
             self.metrics
                 .embedding_duration
                 .observe(started.elapsed().as_secs_f64());
-            self.metrics.embedding_batch.observe(missing.len() as f64);
-            for (&i, vector) in missing.iter().zip(embedded) {
+            self.metrics.embedding_batch.observe(slice.len() as f64);
+            for (&i, vector) in slice.iter().zip(embedded) {
                 let vector = Arc::new(vector);
                 self.cache.insert(keys[i].clone(), vector.clone());
                 vectors[i] = Some(vector);
             }
         }
         Ok(Embedded {
-            from_model: missing.len(),
-            from_cache: inputs.len() - missing.len(),
+            from_model,
+            from_cache: inputs.len() - from_model,
             vectors: vectors
                 .into_iter()
                 .map(|v| v.map(|v| v.as_ref().clone()).unwrap_or_default())

@@ -1,7 +1,9 @@
 //! A lane: processes its documents' events one by one through the
 //! [`Processor`](crate::Processor). A transient failure (store, model) retries with
 //! exponential backoff and holds the lane (a full pipeline then pauses the source); a
-//! permanent one dead-letters the event.
+//! permanent one dead-letters the event. On shutdown the event in hand gets
+//! `pipeline.shutdown_grace_ms` to finish; past that it is dropped unfinished (a write cut
+//! off heals when it is planned again), not committed, and delivered again after restart.
 
 use std::sync::Arc;
 
@@ -31,7 +33,16 @@ pub async fn run<S: Store>(
         let document = Some((event.doc_id().to_owned(), event.revision()));
         let mut backoff = Backoff::new(&config);
         let processed = loop {
-            match processor.process(event).await {
+            let attempt = tokio::select! {
+                processed = processor.process(event) => processed,
+                () = grace_over(shutdown.clone(), config.shutdown_grace()) => {
+                    tracing::warn!(doc_id = event.doc_id(), source = %origin.source,
+                        offset = origin.offset, grace_ms = config.shutdown_grace_ms,
+                        "shutdown grace period over; the event in hand is left for the next start");
+                    return;
+                }
+            };
+            match attempt {
                 Ok(outcome) => break Ok(outcome),
                 Err(error) if error.is_transient() => {
                     processor.metrics().retry(error.retry_stage());
@@ -72,4 +83,12 @@ pub async fn run<S: Store>(
             return;
         }
     }
+}
+
+/// Resolves `grace` after shutdown fires (never, if it does not).
+async fn grace_over(mut shutdown: watch::Receiver<bool>, grace: std::time::Duration) {
+    if shutdown.wait_for(|&stop| stop).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(grace).await;
 }

@@ -74,7 +74,8 @@ pub async fn run(
     }
 }
 
-fn lane_of(doc_id: &str, lanes: usize) -> usize {
+/// The lane of a document among `lanes`: always the same for the same id.
+pub fn lane_of(doc_id: &str, lanes: usize) -> usize {
     let mut hasher = DefaultHasher::new();
     doc_id.hash(&mut hasher);
     (hasher.finish() % lanes as u64) as usize
