@@ -22,7 +22,7 @@ struct Letters(Mutex<Vec<DeadLetter>>);
 
 impl DeadLetterSink for Letters {
     async fn send(&self, letter: &DeadLetter) -> anyhow::Result<()> {
-        self.0.lock().unwrap().push(letter.clone());
+        self.0.lock().expect("letters").push(letter.clone());
         Ok(())
     }
 }
@@ -166,7 +166,7 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
         .expect("send");
     let rejected = finished.recv().await.expect("finished");
     assert_eq!(rejected.outcome, Outcome::DeadLettered(Reason::TooLarge));
-    let letters = letters.0.lock().unwrap().clone();
+    let letters = letters.0.lock().expect("letters").clone();
     assert_eq!(letters.len(), 1);
     assert!(
         letters[0]
@@ -177,7 +177,6 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
     );
     assert_eq!(metrics.embedding_batch.get_sample_count(), slices);
     shutdown.trigger();
-    drop(send);
     drop(input);
     while tasks.join_next().await.is_some() {}
 }
