@@ -99,8 +99,20 @@ pub async fn expand<S: Store>(
     let mut documents: Vec<&str> = windows.iter().map(|w| w.doc_id.as_str()).collect();
     documents.sort_unstable();
     documents.dedup();
+    let revisions: HashMap<&str, u64> = windows
+        .iter()
+        .map(|w| (w.doc_id.as_str(), w.revision))
+        .collect();
     for doc_id in documents {
-        for record in store.records(doc_id).await.map_err(ApiError::store)? {
+        // Only the neighbours of the revision the windows were cut from: the document may
+        // be rewritten between the search and this read.
+        for record in store
+            .records(doc_id)
+            .await
+            .map_err(ApiError::store)?
+            .into_iter()
+            .filter(|r| revisions.get(r.doc_id.as_str()) == Some(&r.revision))
+        {
             neighbours.insert(
                 (record.doc_id, record.section_id, record.position.index),
                 (record.char_start, record.char_end),

@@ -1,9 +1,11 @@
 //! One search, stage by stage: wait ([`wait`]) → embed (the query, on the blocking pool)
-//! → search (one hybrid store query, fused) → expand ([`expand`]) → merge ([`merge`]) →
+//! → search (one hybrid store query, fused; hits only at their document's indexed
+//! revision, [`current`]) → expand ([`expand`]) → merge ([`merge`]) →
 //! rerank ([`rerank`], [`excerpt`]) → select ([`merge::select`]) → answer ([`answer`]).
 //! Each stage is timed into `casement_query_stage_duration_seconds`.
 
 mod answer;
+pub mod current;
 pub mod excerpt;
 pub mod expand;
 pub mod merge;
@@ -114,6 +116,13 @@ impl<S: Store> Searcher<S> {
             })
             .await
             .map_err(ApiError::store)?;
+        let (hits, hidden) = current::current_only(&self.store, hits).await?;
+        if hidden > 0 {
+            tracing::debug!(
+                hidden,
+                "hits of a revision being written (or of a deleted document) hidden"
+            );
+        }
         timings.search = self.stage("search", t);
 
         let t = Instant::now();

@@ -1,0 +1,42 @@
+//! Current-revision stage: a document's hits are shown only at the revision its state
+//! point says is indexed, so an answer never holds windows of one document at two
+//! revisions.
+//!
+//! A revision is written as several engine operations (new points, payload updates,
+//! deletes, the revision stamp, then the document state: `ChangePlan::operations`). Every
+//! sentence point carries the revision it belongs to, and the state point is written last,
+//! so it moves from one complete revision to the next in one step. While a revision is
+//! being written, its new and updated points are at the new revision and hidden; the old
+//! revision's points still in place are shown. Between the stamp and the state write (one
+//! engine call), the document has no visible hits at all: absent for a moment, never mixed.
+
+use std::collections::HashMap;
+
+use casement_store::{Hit, Store};
+
+use crate::error::ApiError;
+
+/// The hits whose revision is their document's indexed one, in order, and how many were
+/// hidden (a revision being written, or a document deleted since the search).
+pub async fn current_only<S: Store>(
+    store: &S,
+    hits: Vec<Hit>,
+) -> Result<(Vec<Hit>, usize), ApiError> {
+    let mut documents: Vec<String> = hits.iter().map(|h| h.record.doc_id.clone()).collect();
+    documents.sort_unstable();
+    documents.dedup();
+    let mut indexed = HashMap::with_capacity(documents.len());
+    for doc_id in documents {
+        let state = store.document(&doc_id).await.map_err(ApiError::store)?;
+        if let Some(state) = state.filter(|s| !s.deleted) {
+            indexed.insert(doc_id, state.revision);
+        }
+    }
+    let before = hits.len();
+    let current: Vec<Hit> = hits
+        .into_iter()
+        .filter(|hit| indexed.get(&hit.record.doc_id) == Some(&hit.record.revision))
+        .collect();
+    let hidden = before - current.len();
+    Ok((current, hidden))
+}
