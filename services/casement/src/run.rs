@@ -109,11 +109,7 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     let watcher = if config.sources.watch.dirs.is_empty() {
         None
     } else {
-        let watcher = Watcher::new(
-            config.watch(),
-            &config.data_dir,
-            engine.feeder.clone(),
-        );
+        let watcher = Watcher::new(config.watch(), &config.data_dir, engine.feeder.clone());
         Some(tokio::spawn(watcher.run()))
     };
     banner(&config, &engine, address, started, sample_mode);

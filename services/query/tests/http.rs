@@ -278,7 +278,7 @@ async fn searches_during_a_stream_of_edits_see_one_revision_per_document() {
     // Every other revision adds a sentence at the top of each section, so every sentence
     // after it moves: dozens of payload updates, written one by one, per revision.
     let content = |r: u64| {
-        let extra = if r % 2 == 0 {
+        let extra = if r.is_multiple_of(2) {
             "Keep the receipt for your records. "
         } else {
             ""
