@@ -158,6 +158,9 @@ pub struct WebhookConfig {
     pub dead_letter_max_bytes: u64,
     /// A payload (or key) longer than this is kept as its length and XXH3-128 hash only.
     pub dead_letter_max_payload_bytes: usize,
+    /// Bytes of 202-accepted events kept in `<data_dir>/accepted/` until they are applied;
+    /// when an event does not fit, the request gets 503 with `Retry-After` instead of 202.
+    pub journal_max_bytes: u64,
 }
 
 impl Default for WebhookConfig {
@@ -168,6 +171,7 @@ impl Default for WebhookConfig {
             dead_letter_file: PathBuf::new(),
             dead_letter_max_bytes: 64 * 1024 * 1024,
             dead_letter_max_payload_bytes: 64 * 1024,
+            journal_max_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -259,6 +263,13 @@ impl casement_config::Config for CasementConfig {
         }
         self.sources.watch.validate()?;
         self.sources.webhook.validate()?;
+        if self.sources.webhook.journal_max_bytes < self.events.max_event_bytes as u64 {
+            return Err(format!(
+                "sources.webhook.journal_max_bytes = {} must be at least events.max_event_bytes \
+                 = {}: one accepted event has to fit",
+                self.sources.webhook.journal_max_bytes, self.events.max_event_bytes
+            ));
+        }
         if self.search.indexed_window_radius != self.text.window_radius {
             return Err(format!(
                 "search.indexed_window_radius ({}) must equal text.window_radius ({}): \

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 
 use crate::config::CasementConfig;
 use crate::engine::Engine;
+use crate::sources::journal::Journal;
 use crate::sources::{Positions, replay, watch::Watcher};
 use crate::webhook::{self, Webhook};
 use crate::{progress, sample};
@@ -44,6 +45,11 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
         config.data_dir.display()
     );
     let engine = Engine::start(config.clone(), positions).await?;
+    // Events answered 202 by an earlier run and not finished then: applied first.
+    let (journal, accepted) =
+        Journal::open(&config.data_dir, config.sources.webhook.journal_max_bytes)?;
+    let journal = Arc::new(journal);
+    let journal_task = tokio::spawn(journal.clone().replay(engine.feeder.clone(), accepted));
     let query_config = config.query();
     let reranker = load_reranker(&query_config).await?;
     let query_metrics = casement_query::Metrics::with_registry(engine.registry.clone());
@@ -62,6 +68,7 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
         router = router.merge(webhook::router(Arc::new(Webhook {
             feeder: engine.feeder.clone(),
             dead_letters: engine.dead_letters.clone(),
+            journal: journal.clone(),
             auth: config.auth.clone(),
             max_event_bytes: config.events.max_event_bytes,
             wait: Duration::from_millis(config.sources.webhook.wait_ms),
@@ -100,6 +107,7 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
             () = &mut stop => {
                 eprintln!("stopping during the replay; it resumes where it stopped");
                 replay_task.abort();
+                journal_task.abort();
                 return shutdown(engine, stop_http, server, None).await;
             }
         }
@@ -120,6 +128,7 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     stop.await;
     eprintln!("stopping: finishing the events in hand");
     replay_task.abort();
+    journal_task.abort();
     shutdown(engine, stop_http, server, watcher).await
 }
 

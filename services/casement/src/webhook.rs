@@ -8,10 +8,13 @@
 //! | applied, deleted | 200 | `status`, `doc_id`, `revision`, sentence decisions |
 //! | stale (not newer than the indexed revision) | 200 | `status: "stale"` and why |
 //! | rejected (dead-lettered) | 400 not JSON or UTF-8, 413 too large, 422 otherwise | `status: "rejected"`, `error.code` (the reason), `error.message` |
-//! | still in the pipeline after `sources.webhook.wait_ms` | 202 | `status: "accepted"` |
+//! | still in the pipeline after `sources.webhook.wait_ms`, kept in the journal | 202 | `status: "accepted"` |
+//! | still in the pipeline, and the journal is full (or cannot be written) | 503 + `Retry-After` | `error.code: "unavailable"` |
 //!
-//! Rejected events are appended to the dead-letter file, bodies over the size limit too
-//! (without their bytes).
+//! A 202 is a promise: the body is synced to the journal of accepted events
+//! (`sources/journal.rs`) before the answer, and replayed at the next start if the process
+//! stops before the event is applied. Rejected events are appended to the dead-letter file,
+//! bodies over the size limit too (without their bytes).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +36,7 @@ use serde_json::{Value, json};
 use crate::metrics::LocalMetrics;
 use crate::sources::Feeder;
 use crate::sources::dead_letters::DeadLetterFile;
+use crate::sources::journal::{Journal, KeepError};
 
 /// The paths and schemas `/v1/events` adds to the query service's OpenAPI document.
 const OPENAPI_EVENTS: &str = include_str!("../openapi-events.json");
@@ -67,6 +71,8 @@ pub fn openapi(config: &casement_query::QueryConfig, webhook: bool) -> String {
 pub struct Webhook {
     pub feeder: Feeder,
     pub dead_letters: Arc<DeadLetterFile>,
+    /// Where a 202-accepted event is kept until it is applied.
+    pub journal: Arc<Journal>,
     pub auth: AuthConfig,
     pub max_event_bytes: usize,
     pub wait: Duration,
@@ -122,25 +128,52 @@ async fn handle(
     };
     let sent = hook
         .feeder
-        .send_waiting(SourceId::Webhook, body.to_vec())
+        .send_waiting(SourceId::Webhook, body.to_vec(), false)
         .await;
-    let (offset, answer) = match sent {
+    let (offset, mut answer) = match sent {
         Ok(sent) => sent,
-        Err(error) => return ApiError::Unavailable(format!("{error:#}")).into_response(),
+        Err(error) => return unavailable(format!("{error:#}")),
     };
-    match tokio::time::timeout(hook.wait, answer).await {
+    match tokio::time::timeout(hook.wait, &mut answer).await {
         Ok(Ok(finished)) => outcome(&finished, hook),
-        Ok(Err(_)) => ApiError::Unavailable("the pipeline stopped".into()).into_response(),
-        Err(_) => {
-            (
-                StatusCode::ACCEPTED,
-                Json(json!({"status": "accepted",
-                    "message": format!("event {offset} is still in the pipeline after {} ms; it will be applied", hook.wait.as_millis())})),
-            )
-                .into_response()
-        }
+        Ok(Err(_)) => unavailable("the pipeline stopped; post the event again".into()),
+        Err(_) => match hook.journal.keep(offset, body).await {
+            Ok(entry) => {
+                hook.journal.forget_when_done(entry, answer);
+                (
+                    StatusCode::ACCEPTED,
+                    Json(json!({"status": "accepted",
+                        "message": format!("event {offset} is still in the pipeline after {} ms; \
+                            it is kept in the journal and will be applied, also after a restart",
+                            hook.wait.as_millis())})),
+                )
+                    .into_response()
+            }
+            Err(error) => {
+                if let KeepError::Io(error) = &error {
+                    tracing::error!(%error, "cannot keep an accepted event; answering 503");
+                }
+                unavailable(format!(
+                    "{error}; the event could not be promised: post it again later (a repeat \
+                     is safe, revisions are fenced)"
+                ))
+            }
+        },
     }
 }
+
+/// 503 with `Retry-After`: nothing was promised, the caller posts the event again.
+fn unavailable(message: String) -> Response {
+    let mut response = ApiError::Unavailable(message).into_response();
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static(RETRY_AFTER_SECS),
+    );
+    response
+}
+
+/// What a 503 asks the caller to wait before posting again.
+const RETRY_AFTER_SECS: &str = "5";
 
 /// A body over the limit: recorded in the dead-letter file (without its bytes), then 413.
 async fn too_large(hook: &Webhook, size: usize) -> Response {

@@ -6,6 +6,7 @@
 //! replay position kept in `<data_dir>/sources.json`.
 
 pub mod dead_letters;
+pub mod journal;
 pub mod replay;
 pub mod watch;
 
@@ -77,15 +78,17 @@ impl Feeder {
         self.send(source, key, body, resend, None).await
     }
 
-    /// Sends bytes to decode (the webhook); the receiver gets the outcome once durable.
+    /// Sends bytes to decode (the webhook, its journal); the receiver gets the outcome once
+    /// durable. `resend` marks a start-up resend.
     pub async fn send_waiting(
         &self,
         source: SourceId,
         bytes: Vec<u8>,
+        resend: bool,
     ) -> anyhow::Result<(i64, oneshot::Receiver<Finished>)> {
         let (reply, outcome) = oneshot::channel();
         let offset = self
-            .send(source, None, Body::Bytes(Some(bytes)), false, Some(reply))
+            .send(source, None, Body::Bytes(Some(bytes)), resend, Some(reply))
             .await?;
         Ok((offset, outcome))
     }

@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod durable;
 mod replay;
 mod sample;
 #[path = "../support/mod.rs"]
