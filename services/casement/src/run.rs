@@ -71,6 +71,7 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
             journal: journal.clone(),
             auth: config.auth.clone(),
             max_event_bytes: config.events.max_event_bytes,
+            decode: config.events.clone(),
             wait: Duration::from_millis(config.sources.webhook.wait_ms),
             metrics: engine.local_metrics.clone(),
             pipeline_metrics: engine.pipeline_metrics.clone(),

@@ -75,6 +75,8 @@ pub struct Webhook {
     pub journal: Arc<Journal>,
     pub auth: AuthConfig,
     pub max_event_bytes: usize,
+    /// How bodies decode (to check a tenant-bound key's event before it is taken).
+    pub decode: casement_events::DecodeConfig,
     pub wait: Duration,
     pub metrics: LocalMetrics,
     /// Counts an oversize body as a dead letter, like one the pipeline rejects.
@@ -108,16 +110,10 @@ async fn handle(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match hook.auth.principal(headers) {
+    let principal = match hook.auth.principal(headers) {
         Err(error) => return error.into_response(),
-        Ok(principal) if principal.tenant.is_some() => {
-            return ApiError::Forbidden(
-                "this API key is bound to a tenant; posting events needs a key without one".into(),
-            )
-            .into_response();
-        }
-        Ok(_) => {}
-    }
+        Ok(principal) => principal,
+    };
     let body = match body {
         Ok(body) if body.len() > hook.max_event_bytes => return too_large(hook, body.len()).await,
         Ok(body) => body,
@@ -126,6 +122,20 @@ async fn handle(
         }
         Err(rejection) => return ApiError::Malformed(rejection.body_text()).into_response(),
     };
+    // A key bound to a tenant writes only that tenant's documents. (A body that does not
+    // decode goes on to the pipeline, which rejects it to the dead letters as usual.)
+    if let Some(bound) = principal.tenant.as_deref()
+        && let Ok(event) = casement_events::decode(Some(&body), None, &hook.decode)
+        && event.tenant() != Some(bound)
+    {
+        let asked = event
+            .tenant()
+            .map_or("no tenant".to_owned(), |t| format!("tenant {t:?}"));
+        return ApiError::Forbidden(format!(
+            "this API key writes only tenant {bound:?}'s documents; the event is for {asked}"
+        ))
+        .into_response();
+    }
     let sent = hook
         .feeder
         .send_waiting(SourceId::Webhook, body.to_vec(), false)

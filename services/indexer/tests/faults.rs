@@ -15,7 +15,7 @@ use casement_indexer::config::IndexerConfig;
 use casement_indexer::{replay, service};
 use casement_pipeline::{Metrics, RetryStage};
 use casement_store::{Applied, EdgeStore, Error, Hit, HybridQuery, Result, Store, StoreStats};
-use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use support::{Broker, config, corpus, open_store, processor_over, read_log, unique};
 use uuid::Uuid;
 
@@ -31,11 +31,14 @@ impl Store for FailingStore {
     fn dimension(&self) -> usize {
         self.inner.dimension()
     }
-    async fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
-        self.inner.document(doc_id).await
+    async fn document<'a>(
+        &self,
+        doc: impl Into<DocRef<'a>> + Send,
+    ) -> Result<Option<DocumentState>> {
+        self.inner.document(doc).await
     }
-    async fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
-        self.inner.records(doc_id).await
+    async fn records<'a>(&self, doc: impl Into<DocRef<'a>> + Send) -> Result<Vec<SentenceRecord>> {
+        self.inner.records(doc).await
     }
     async fn apply_first(
         &self,

@@ -48,6 +48,9 @@ impl Default for QueryConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     pub keys: Vec<ApiKey>,
+    /// `/metrics` and `/openapi.json` need a key not bound to a tenant (an operator's);
+    /// off by default so a Prometheus scrape works without one. No metric is per tenant.
+    pub protect_ops: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -55,8 +58,10 @@ pub struct AuthConfig {
 pub struct ApiKey {
     /// The bearer token (`Authorization: Bearer <token>`); at least 16 characters.
     pub token: String,
-    /// When set, every search with this key is filtered to this tenant, and asking for
-    /// another tenant is refused (403).
+    /// When set, the key reads and writes only this tenant's documents: searches are
+    /// filtered to it, `GET /v1/documents` and `min_revision` look in it, and events
+    /// posted to the all-in-one's webhook must be for it; asking for another tenant is
+    /// refused (403). A key without a tenant reads and writes every tenant.
     pub tenant: Option<String>,
 }
 

@@ -4,14 +4,17 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Request, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use casement_store::Store;
+use casement_text::DocRef;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::api::{DocumentAnswer, SearchRequest, SearchResponse, SectionAnswer};
 use crate::config::{AuthConfig, QueryConfig};
@@ -68,27 +71,43 @@ impl AuthConfig {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .ok_or(ApiError::Unauthorized)?;
-        self.keys
-            .iter()
-            .find(|k| constant_time_eq(k.token.as_bytes(), token.as_bytes()))
+        // Every key is compared, each in constant time over SHA-256 digests (fixed length:
+        // neither how much of a key was right nor its length shows in the response time).
+        let presented = Sha256::digest(token.as_bytes());
+        let mut found = None;
+        for key in &self.keys {
+            let digest = Sha256::digest(key.token.as_bytes());
+            if bool::from(digest.as_slice().ct_eq(presented.as_slice())) {
+                found = Some(key);
+            }
+        }
+        found
             .map(|k| Principal {
                 tenant: k.tenant.clone(),
             })
             .ok_or(ApiError::Unauthorized)
     }
-}
 
-/// Compares without stopping at the first difference, so response time does not leak how
-/// much of a key was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    /// For `/metrics` and `/openapi.json`: anyone unless `protect_ops`, then a key bound to
+    /// no tenant.
+    pub fn operator(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if !self.protect_ops || self.keys.is_empty() {
+            return Ok(());
+        }
+        match self.principal(headers)?.tenant {
+            None => Ok(()),
+            Some(_) => Err(ApiError::Forbidden(
+                "this API key is bound to a tenant; /metrics and /openapi.json need an operator key (one without)".into(),
+            )),
+        }
+    }
 }
 
 pub fn router<S: Store + 'static>(app: Arc<App<S>>) -> Router {
     let body_limit = app.config.limits.max_body_bytes;
     Router::new()
         .route("/v1/search", post(search::<S>))
-        .route("/v1/documents/{doc_id}", get(document::<S>))
+        .route("/v1/documents/{*doc_id}", get(document::<S>))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz::<S>))
         .route("/metrics", get(metrics_text::<S>))
@@ -132,21 +151,40 @@ async fn search<S: Store + 'static>(
     .map(Json)
 }
 
+/// `GET /v1/documents/{doc_id}?tenant=`: a document is its id within its tenant: the key's
+/// tenant, or for a key bound to none, `tenant` (no tenant when left out).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocumentQuery {
+    tenant: Option<String>,
+}
+
 async fn document<S: Store + 'static>(
     State(app): State<Arc<App<S>>>,
     headers: HeaderMap,
     Path(doc_id): Path<String>,
+    query: Result<Query<DocumentQuery>, QueryRejection>,
 ) -> Result<Json<DocumentAnswer>, ApiError> {
     let principal = app.config.auth.principal(&headers)?;
+    let Query(query) = query.map_err(|e| ApiError::Malformed(e.body_text()))?;
+    let tenant = match (principal.tenant, query.tenant) {
+        (Some(bound), Some(asked)) if bound != asked => {
+            return Err(ApiError::Forbidden(format!(
+                "this API key is bound to another tenant than {asked:?}"
+            )));
+        }
+        (Some(bound), _) => Some(bound),
+        (None, asked) => asked,
+    };
+    let doc = DocRef::new(tenant.as_deref(), &doc_id);
     let store = app.searcher.store();
     let not_found = || ApiError::NotFound(format!("document {doc_id:?} is not indexed"));
     let state = store
-        .document(&doc_id)
+        .document(doc)
         .await
         .map_err(ApiError::store)?
-        .filter(|s| principal.tenant.is_none() || s.tenant == principal.tenant)
         .ok_or_else(not_found)?;
-    let mut records = store.records(&doc_id).await.map_err(ApiError::store)?;
+    let mut records = store.records(doc).await.map_err(ApiError::store)?;
     records.sort_by_key(|r| (r.position.section, r.position.index));
     let mut sections: Vec<SectionAnswer> = Vec::new();
     for record in &records {
@@ -183,15 +221,22 @@ async fn readyz<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
     }
 }
 
-async fn metrics_text<S>(State(app): State<Arc<App<S>>>) -> impl IntoResponse {
-    casement_service::metrics(&app.metrics.registry)
+async fn metrics_text<S>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
+    if let Err(error) = app.config.auth.operator(&headers) {
+        return error.into_response();
+    }
+    casement_service::metrics(&app.metrics.registry).into_response()
 }
 
-async fn openapi_json<S>(State(app): State<Arc<App<S>>>) -> impl IntoResponse {
+async fn openapi_json<S>(State(app): State<Arc<App<S>>>, headers: HeaderMap) -> Response {
+    if let Err(error) = app.config.auth.operator(&headers) {
+        return error.into_response();
+    }
     (
         [(header::CONTENT_TYPE, "application/json")],
         app.openapi.clone(),
     )
+        .into_response()
 }
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {

@@ -135,6 +135,10 @@ pub(crate) fn decode(json: Value, config: &DecodeConfig) -> Result<Event, Reject
             let before = row("before")?;
             Change::Delete {
                 doc_id: doc_id(&before, columns)?,
+                tenant: columns
+                    .tenant
+                    .as_deref()
+                    .and_then(|c| column_text(&before, c)),
                 revision: Some(revision_of(&before).or_else(|_| {
                     source_ms
                         .and_then(|ms| u64::try_from(ms).ok())
@@ -168,8 +172,10 @@ pub(crate) fn tombstone(key: Option<&[u8]>, config: &DecodeConfig) -> Result<Eve
         _ => return Err(reject("schema", "a tombstone with an empty key")),
     };
     Ok(Event {
+        // A tombstone's key names no tenant: it deletes the document without one.
         change: Change::Delete {
             doc_id,
+            tenant: None,
             revision: None,
         },
         format: EventFormat::Debezium,

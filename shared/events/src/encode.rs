@@ -18,9 +18,14 @@ pub fn native_json(event: &Event) -> Option<Vec<u8>> {
             metadata: Default::default(),
             event_time: None,
         },
-        Change::Delete { doc_id, revision } => {
-            NativeEvent::delete(doc_id, revision.unwrap_or_default())
-        }
+        Change::Delete {
+            doc_id,
+            tenant,
+            revision,
+        } => NativeEvent {
+            tenant: tenant.clone(),
+            ..NativeEvent::delete(doc_id, revision.unwrap_or_default())
+        },
     };
     serde_json::to_vec(&native).ok()
 }

@@ -92,6 +92,8 @@ pub enum Change {
     /// tombstone): the delete then applies at the indexed revision.
     Delete {
         doc_id: String,
+        /// The document's tenant: a document is its id within its tenant.
+        tenant: Option<String>,
         revision: Option<u64>,
     },
 }
@@ -118,6 +120,18 @@ impl Event {
             Change::Upsert(revision) => &revision.doc_id,
             Change::Delete { doc_id, .. } => doc_id,
         }
+    }
+
+    pub fn tenant(&self) -> Option<&str> {
+        match &self.change {
+            Change::Upsert(revision) => revision.tenant.as_deref(),
+            Change::Delete { tenant, .. } => tenant.as_deref(),
+        }
+    }
+
+    /// The document's identity: its id within its tenant.
+    pub fn doc_ref(&self) -> casement_text::DocRef<'_> {
+        casement_text::DocRef::new(self.tenant(), self.doc_id())
     }
 }
 
@@ -172,11 +186,52 @@ pub fn decode(
         EventFormat::Auto => detect(&json),
         other => other,
     };
-    match format {
+    let event = match format {
         EventFormat::Native | EventFormat::Auto => native::decode(json, EventFormat::Native),
         EventFormat::Cloudevents => cloudevents::decode(json),
         EventFormat::Debezium => debezium::decode(json, config),
         EventFormat::Mediawiki => mediawiki::decode(json),
+    }?;
+    event.check_limits()?;
+    Ok(event)
+}
+
+/// The longest document id and tenant name taken, in bytes (an id must fit in a URL path:
+/// `GET /v1/documents/{doc_id}`).
+pub const MAX_ID_BYTES: usize = 1024;
+
+/// The largest revision taken: the store keeps revisions as signed 64-bit integers.
+pub const MAX_REVISION: u64 = i64::MAX as u64;
+
+impl Event {
+    /// Limits every format shares: ids that fit in a URL, revisions the store can keep.
+    pub fn check_limits(&self) -> Result<(), Rejection> {
+        if self.doc_id().len() > MAX_ID_BYTES {
+            return Err(reject(
+                "schema",
+                format!(
+                    "doc_id is {} bytes, over {MAX_ID_BYTES}",
+                    self.doc_id().len()
+                ),
+            ));
+        }
+        if let Some(tenant) = self.tenant()
+            && (tenant.is_empty() || tenant.len() > MAX_ID_BYTES)
+        {
+            return Err(reject(
+                "schema",
+                format!("tenant must be 1 to {MAX_ID_BYTES} bytes"),
+            ));
+        }
+        if let Some(revision) = self.revision()
+            && revision > MAX_REVISION
+        {
+            return Err(reject(
+                "schema",
+                format!("revision {revision} is over 2^63 - 1"),
+            ));
+        }
+        Ok(())
     }
 }
 

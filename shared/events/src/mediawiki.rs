@@ -69,6 +69,7 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
         }
         "delete" => Change::Delete {
             doc_id,
+            tenant: None,
             revision: Some(rev_id),
         },
         other => {

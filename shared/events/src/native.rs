@@ -72,6 +72,7 @@ impl NativeEvent {
         let change = match self.kind {
             NativeType::Delete => Change::Delete {
                 doc_id: self.doc_id,
+                tenant: self.tenant,
                 revision: Some(self.revision),
             },
             NativeType::Upsert => {

@@ -53,7 +53,9 @@ fn debezium_products_decode_with_mapped_columns() {
                 assert!(!revision.content.is_empty());
                 assert!(revision.title.is_some());
             }
-            Change::Delete { doc_id, revision } => deletes.push((doc_id, revision)),
+            Change::Delete {
+                doc_id, revision, ..
+            } => deletes.push((doc_id, revision)),
         }
     }
     assert_eq!(upserts, 15);
@@ -75,6 +77,7 @@ fn debezium_products_decode_with_mapped_columns() {
     assert_eq!(
         tombstone.change,
         Change::Delete {
+            tenant: None,
             doc_id: "products/111".into(),
             revision: None
         }
@@ -109,6 +112,7 @@ fn mediawiki_page_change_needs_its_content() {
     assert_eq!(
         event.change,
         Change::Delete {
+            tenant: None,
             doc_id: "example:1".into(),
             revision: Some(2)
         }
@@ -211,6 +215,7 @@ fn bad_bytes_are_rejected_with_their_reason() {
     assert_eq!(
         delete.change,
         Change::Delete {
+            tenant: None,
             doc_id: "d".into(),
             revision: Some(3)
         }

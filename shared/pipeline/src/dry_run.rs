@@ -129,7 +129,7 @@ fn plan_event(
         return Ok(plan_delete(
             &current,
             index.document(&event.doc_id),
-            &event.doc_id,
+            (&event.doc_id).into(),
             event.revision,
         ));
     }

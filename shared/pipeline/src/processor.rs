@@ -149,7 +149,7 @@ impl<S: Store> Processor<S> {
             }
             fence::Fenced::Apply { revision, indexed } => (revision, indexed),
         };
-        let current = read::run(&self.store, event.doc_id()).await?;
+        let current = read::run(&self.store, event.doc_ref()).await?;
         lap.done(Stage::Read);
         let plan = match &event.change {
             Change::Upsert(rev) => {
@@ -173,7 +173,7 @@ impl<S: Store> Processor<S> {
                 )
             }
             Change::Delete { .. } => {
-                plan::delete(&current, indexed.as_ref(), event.doc_id(), revision)
+                plan::delete(&current, indexed.as_ref(), event.doc_ref(), revision)
             }
         };
         lap.done(Stage::Plan);

@@ -11,7 +11,7 @@ use casement_pipeline::Metrics;
 use casement_pipeline::{Outcome, Processor};
 use casement_store::{EdgeStore, Store};
 use casement_testkit::model;
-use casement_text::{TextConfig, plan_upsert};
+use casement_text::{DocRef, TextConfig, plan_upsert};
 
 fn processor(dir: &std::path::Path) -> Processor<EdgeStore> {
     let store = casement_testkit::open_store(dir, model().dimension());
@@ -24,6 +24,7 @@ fn events() -> Vec<Event> {
         .map(|e| Event {
             change: if e.is_delete() {
                 Change::Delete {
+                    tenant: None,
                     doc_id: e.doc_id.clone(),
                     revision: Some(e.revision),
                 }
@@ -112,6 +113,7 @@ async fn a_revert_costs_no_model_call_and_a_tombstone_fences_older_upserts() {
     );
     let delete = Event {
         change: Change::Delete {
+            tenant: None,
             doc_id: "kb/reset".into(),
             revision: Some(4),
         },
@@ -164,6 +166,7 @@ async fn a_repeated_delete_is_stale_and_a_tombstone_keeps_title_url_and_tenant()
     };
     let delete = |doc_id: &str| Event {
         change: Change::Delete {
+            tenant: Some("acme".into()),
             doc_id: doc_id.into(),
             revision: Some(4),
         },
@@ -195,6 +198,7 @@ async fn a_repeated_delete_is_stale_and_a_tombstone_keeps_title_url_and_tenant()
     );
     let without_revision = Event {
         change: Change::Delete {
+            tenant: Some("acme".into()),
             doc_id: "kb/a".into(),
             revision: None,
         },
@@ -207,24 +211,45 @@ async fn a_repeated_delete_is_stale_and_a_tombstone_keeps_title_url_and_tenant()
             .expect("tombstone event"),
         Outcome::Stale { .. }
     ));
-    let state = processor.store.document("kb/a").await.expect("state");
+    let state = processor
+        .store
+        .document(DocRef::new(Some("acme"), "kb/a"))
+        .await
+        .expect("state");
     assert_eq!(kept(state), expected);
 
     // A delete cut off after its points went (before its tombstone was written) is
     // replanned from no records: the tombstone still gets the last title, url and tenant.
     processor.process(&upsert("kb/b")).await.expect("upsert");
     let store = &processor.store;
-    let current = store.records("kb/b").await.expect("records");
-    let indexed = store.document("kb/b").await.expect("state");
-    let plan = casement_text::plan_delete(&current, indexed.as_ref(), "kb/b", 4);
+    let current = store
+        .records(DocRef::new(Some("acme"), "kb/b"))
+        .await
+        .expect("records");
+    let indexed = store
+        .document(DocRef::new(Some("acme"), "kb/b"))
+        .await
+        .expect("state");
+    let plan = casement_text::plan_delete(
+        &current,
+        indexed.as_ref(),
+        DocRef::new(Some("acme"), "kb/b"),
+        4,
+    );
     store
         .apply_first(&plan, &[], plan.delete.len())
         .await
         .expect("cut-off delete");
-    assert!(store.records("kb/b").await.expect("records").is_empty());
+    assert!(
+        store
+            .records(DocRef::new(Some("acme"), "kb/b"))
+            .await
+            .expect("records")
+            .is_empty()
+    );
     assert!(
         !store
-            .document("kb/b")
+            .document(DocRef::new(Some("acme"), "kb/b"))
             .await
             .expect("state")
             .expect("old")
@@ -237,5 +262,80 @@ async fn a_repeated_delete_is_stale_and_a_tombstone_keeps_title_url_and_tenant()
             .expect("redelivered delete"),
         Outcome::Deleted(_)
     ));
-    assert_eq!(kept(store.document("kb/b").await.expect("state")), expected);
+    assert_eq!(
+        kept(
+            store
+                .document(DocRef::new(Some("acme"), "kb/b"))
+                .await
+                .expect("state")
+        ),
+        expected
+    );
+}
+
+/// A document is its id within its tenant: two tenants' documents of the same id keep
+/// their own points, states and tombstones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_with_the_same_doc_id_keep_both_documents() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let processor = processor(dir.path());
+    let upsert = |tenant: &str, revision: u64, content: &str| Event {
+        change: Change::Upsert(casement_text::Revision {
+            doc_id: "faq/reset".into(),
+            revision,
+            title: Some(format!("{tenant} reset")),
+            url: None,
+            tenant: Some(tenant.into()),
+            format: casement_text::Format::Markdown,
+            content: content.into(),
+        }),
+        format: EventFormat::Native,
+    };
+    let acme = DocRef::new(Some("acme"), "faq/reset");
+    let globex = DocRef::new(Some("globex"), "faq/reset");
+    let same = "# Reset\n\nHold the button for ten seconds.\n";
+    processor
+        .process(&upsert("acme", 5, same))
+        .await
+        .expect("acme");
+    // Another tenant, the same id, text and a lower revision: not stale, not shared.
+    let Outcome::Applied(globex_first) = processor
+        .process(&upsert("globex", 2, same))
+        .await
+        .expect("globex")
+    else {
+        panic!("applies")
+    };
+    assert_eq!(globex_first.embedded + globex_first.reused, 1);
+    let store = &processor.store;
+    let records = |doc| async move { store.records(doc).await.expect("records") };
+    let (a, g) = (records(acme).await, records(globex).await);
+    assert_eq!((a.len(), g.len()), (1, 1));
+    assert_ne!(a[0].id, g[0].id, "each tenant has its own point");
+    assert_eq!(a[0].tenant.as_deref(), Some("acme"));
+    assert_eq!(g[0].tenant.as_deref(), Some("globex"));
+    assert!(store.document("faq/reset").await.expect("state").is_none());
+
+    let delete = Event {
+        change: Change::Delete {
+            doc_id: "faq/reset".into(),
+            tenant: Some("acme".into()),
+            revision: Some(6),
+        },
+        format: EventFormat::Native,
+    };
+    assert!(matches!(
+        processor.process(&delete).await.expect("delete"),
+        Outcome::Deleted(_)
+    ));
+    assert!(records(acme).await.is_empty());
+    assert_eq!(
+        records(globex).await,
+        g,
+        "the other tenant's document is untouched"
+    );
+    let state = |doc| async move { store.document(doc).await.expect("state").expect("kept") };
+    assert!(state(acme).await.deleted);
+    let kept = state(globex).await;
+    assert_eq!((kept.deleted, kept.revision), (false, 2));
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use uuid::Uuid;
 
 use crate::config::{Backend, StoreConfig};
@@ -45,12 +45,17 @@ impl Store for AnyStore {
         dispatch!(self, s => s.dimension())
     }
 
-    async fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
-        dispatch!(self, s => s.document(doc_id).await)
+    async fn document<'a>(
+        &self,
+        doc: impl Into<DocRef<'a>> + Send,
+    ) -> Result<Option<DocumentState>> {
+        let doc = doc.into();
+        dispatch!(self, s => s.document(doc).await)
     }
 
-    async fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
-        dispatch!(self, s => s.records(doc_id).await)
+    async fn records<'a>(&self, doc: impl Into<DocRef<'a>> + Send) -> Result<Vec<SentenceRecord>> {
+        let doc = doc.into();
+        dispatch!(self, s => s.records(doc).await)
     }
 
     async fn apply_first(

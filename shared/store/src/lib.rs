@@ -25,7 +25,7 @@ mod write_steps;
 use std::collections::HashMap;
 use std::future::Future;
 
-use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use uuid::Uuid;
 
 pub use any::AnyStore;
@@ -101,11 +101,18 @@ pub trait Store: Send + Sync {
     /// The dimension of the dense vectors this store holds.
     fn dimension(&self) -> usize;
 
-    /// The indexed state of a document (or its tombstone), if any.
-    fn document(&self, doc_id: &str) -> impl Future<Output = Result<Option<DocumentState>>> + Send;
+    /// The indexed state of a document (or its tombstone), if any. A document is its id
+    /// within its tenant ([`DocRef`]; a `&str` is an id without a tenant).
+    fn document<'a>(
+        &self,
+        doc: impl Into<DocRef<'a>> + Send,
+    ) -> impl Future<Output = Result<Option<DocumentState>>> + Send;
 
     /// The document's sentence records as stored (no vectors): what the differ consumes.
-    fn records(&self, doc_id: &str) -> impl Future<Output = Result<Vec<SentenceRecord>>> + Send;
+    fn records<'a>(
+        &self,
+        doc: impl Into<DocRef<'a>> + Send,
+    ) -> impl Future<Output = Result<Vec<SentenceRecord>>> + Send;
 
     /// Writes `plan`, with `vectors[i]` the dense embedding of `plan.embed[i]`, unless the
     /// revision fence says the plan is stale.
@@ -140,10 +147,15 @@ pub trait Store: Send + Sync {
 
 /// Deletes a document: every point goes and a tombstone at `revision` stays, so a later
 /// event with an older revision cannot bring it back.
-pub async fn delete_document<S: Store>(store: &S, doc_id: &str, revision: u64) -> Result<Applied> {
-    let current = store.records(doc_id).await?;
-    let indexed = store.document(doc_id).await?;
-    let plan = casement_text::plan_delete(&current, indexed.as_ref(), doc_id, revision);
+pub async fn delete_document<'a, S: Store>(
+    store: &S,
+    doc: impl Into<DocRef<'a>>,
+    revision: u64,
+) -> Result<Applied> {
+    let doc = doc.into();
+    let current = store.records(doc).await?;
+    let indexed = store.document(doc).await?;
+    let plan = casement_text::plan_delete(&current, indexed.as_ref(), doc, revision);
     store.apply(&plan, &[]).await
 }
 

@@ -8,7 +8,7 @@
 //!   revision, or the tombstone of a delete). It is written after the document's sentences,
 //!   so it never claims a revision whose points are not all in place.
 
-use casement_text::{DocumentState, SentenceRecord};
+use casement_text::{DocRef, DocumentState, SentenceRecord};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -39,8 +39,20 @@ pub const INDEXED_FIELDS: [(&str, FieldType); 5] = [
 /// Namespace of document-state point ids (distinct from sentence ids').
 const DOCUMENT_ID_NAMESPACE: Uuid = Uuid::from_u128(0x2f0b_94c1_5d6e_4a37_8c1f_7e59_b3a0_64d2);
 
-pub fn document_point_id(doc_id: &str) -> Uuid {
-    Uuid::new_v5(&DOCUMENT_ID_NAMESPACE, doc_id.as_bytes())
+/// Namespace of the state point ids of a tenant's documents.
+const TENANT_DOCUMENT_ID_NAMESPACE: Uuid =
+    Uuid::from_u128(0x58c4_0e7b_d219_4a6f_a3d0_91b6_2e7c_f045);
+
+/// The id of a document's state point: from its id within its tenant (the tenant first,
+/// with its length, in a namespace of its own), so two tenants' documents never share one.
+pub fn document_point_id(doc: DocRef<'_>) -> Uuid {
+    match doc.tenant {
+        None => Uuid::new_v5(&DOCUMENT_ID_NAMESPACE, doc.doc_id.as_bytes()),
+        Some(tenant) => {
+            let key = format!("{}:{tenant}\0{}", tenant.len(), doc.doc_id);
+            Uuid::new_v5(&TENANT_DOCUMENT_ID_NAMESPACE, key.as_bytes())
+        }
+    }
 }
 
 pub(crate) fn check_revision(revision: u64) -> Result<i64> {

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use casement_text::{ChangePlan, DocumentState, Operation, SentenceRecord};
+use casement_text::{ChangePlan, DocRef, DocumentState, Operation, SentenceRecord};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
@@ -31,7 +31,7 @@ pub(crate) enum WriteStep<'a> {
     /// Points to delete, all in one step.
     Delete(Vec<Uuid>),
     /// Set `revision` on every sentence point of the document.
-    StampRevision { doc_id: &'a str, revision: u64 },
+    StampRevision { doc: DocRef<'a>, revision: u64 },
     /// The document state (its own point, no vectors).
     PutDocument(&'a DocumentState),
 }
@@ -70,7 +70,8 @@ pub(crate) fn write_steps<'a>(
                 _ => steps.push(WriteStep::Delete(vec![id])),
             },
             Operation::StampRevision { doc_id, revision } => {
-                steps.push(WriteStep::StampRevision { doc_id, revision });
+                let doc = DocRef::new(plan.document.tenant.as_deref(), doc_id);
+                steps.push(WriteStep::StampRevision { doc, revision });
             }
             Operation::PutDocument(state) => steps.push(WriteStep::PutDocument(state)),
         }

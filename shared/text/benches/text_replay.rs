@@ -53,7 +53,7 @@ fn main() {
             index.apply(&plan_delete(
                 &current,
                 index.document(&event.doc_id),
-                &event.doc_id,
+                (&event.doc_id).into(),
                 event.revision,
             ));
             previous_chunks.remove(&event.doc_id);

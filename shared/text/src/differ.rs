@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use crate::config::TextConfig;
-use crate::document::DocumentState;
+use crate::document::{DocRef, DocumentState};
 use crate::error::Result;
 use crate::records::{SentenceRecord, build_records, build_records_with};
 use crate::revision::Revision;
@@ -48,6 +48,11 @@ pub enum Operation<'a> {
 }
 
 impl ChangePlan {
+    /// The planned document's identity (its id within its tenant).
+    pub fn doc_ref(&self) -> DocRef<'_> {
+        DocRef::new(self.document.tenant.as_deref(), &self.doc_id)
+    }
+
     /// Nothing to write but the revision stamp and the document state.
     pub fn is_noop(&self) -> bool {
         self.embed.is_empty() && self.update_payload.is_empty() && self.delete.is_empty()
@@ -104,21 +109,22 @@ pub fn plan_segmented(
     diff_records(current, target, segmented)
 }
 
-/// Plans the deletion of a document: every point goes, a tombstone stays with the last
-/// title, url and tenant. Those come from the indexed state `indexed` when there is one
-/// (the state outlives the points: a delete cut off after its points were removed is
-/// replanned from no records, and must not erase them), else from the records.
+/// Plans the deletion of document `doc`: every point goes, a tombstone stays with the
+/// last title and url. Those come from the indexed state `indexed` when there is one (the
+/// state outlives the points: a delete cut off after its points were removed is replanned
+/// from no records, and must not erase them), else from the records.
 pub fn plan_delete(
     current: &[SentenceRecord],
     indexed: Option<&DocumentState>,
-    doc_id: &str,
+    doc: DocRef<'_>,
     revision: u64,
 ) -> ChangePlan {
-    let (title, url, tenant) = match (indexed, current.first()) {
-        (Some(state), _) => (state.title.clone(), state.url.clone(), state.tenant.clone()),
-        (None, Some(r)) => (r.title.clone(), r.url.clone(), r.tenant.clone()),
-        (None, None) => (String::new(), None, None),
+    let (title, url) = match (indexed, current.first()) {
+        (Some(state), _) => (state.title.clone(), state.url.clone()),
+        (None, Some(r)) => (r.title.clone(), r.url.clone()),
+        (None, None) => (String::new(), None),
     };
+    let (doc_id, tenant) = (doc.doc_id, doc.tenant.map(str::to_owned));
     ChangePlan {
         doc_id: doc_id.to_owned(),
         revision,

@@ -2,6 +2,46 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A document's identity: its id within its tenant. Two tenants may use the same id; their
+/// documents, points, states and fences are apart. Documents without a tenant form one
+/// space of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DocRef<'a> {
+    pub tenant: Option<&'a str>,
+    pub doc_id: &'a str,
+}
+
+impl<'a> DocRef<'a> {
+    pub fn new(tenant: Option<&'a str>, doc_id: &'a str) -> Self {
+        Self { tenant, doc_id }
+    }
+}
+
+/// A document without a tenant.
+impl<'a> From<&'a str> for DocRef<'a> {
+    fn from(doc_id: &'a str) -> Self {
+        Self {
+            tenant: None,
+            doc_id,
+        }
+    }
+}
+
+impl<'a> From<&'a String> for DocRef<'a> {
+    fn from(doc_id: &'a String) -> Self {
+        Self::from(doc_id.as_str())
+    }
+}
+
+impl std::fmt::Display for DocRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.tenant {
+            Some(tenant) => write!(f, "{tenant}/{}", self.doc_id),
+            None => f.write_str(self.doc_id),
+        }
+    }
+}
+
 /// What the index knows of a document as a whole. Written after its points, so a state
 /// that says revision N means every point of revision N is in place.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +65,12 @@ pub enum Fence {
     Apply,
     /// Older than what is indexed (or than the tombstone): change nothing, count it stale.
     Stale { indexed_revision: u64 },
+}
+
+impl DocumentState {
+    pub fn doc_ref(&self) -> DocRef<'_> {
+        DocRef::new(self.tenant.as_deref(), &self.doc_id)
+    }
 }
 
 pub fn fence(indexed: Option<&DocumentState>, incoming_revision: u64) -> Fence {

@@ -11,12 +11,16 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::config::TextConfig;
+use crate::document::DocRef;
 use crate::hashing::{Hasher128, hash_hex};
 use crate::segmenter::{Section, SegmentedRevision};
 use crate::window::window_range;
 
 /// Namespace of Casement point ids (a fixed random UUID; changing it changes every id).
 pub const POINT_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6b1f_2c0e_8a44_4d4b_9b52_3c1e_a0d7_5e21);
+/// Namespace of the sentence point ids of a tenant's documents.
+pub const TENANT_POINT_ID_NAMESPACE: Uuid =
+    Uuid::from_u128(0x9d3e_61a2_47c0_4f18_b6e5_0c2d_8f41_a733);
 
 pub const STRUCTURAL_CONTEXT_SOURCE: &str = "structural";
 
@@ -59,6 +63,10 @@ pub struct SentenceRecord {
 }
 
 impl SentenceRecord {
+    pub fn doc_ref(&self) -> DocRef<'_> {
+        DocRef::new(self.tenant.as_deref(), &self.doc_id)
+    }
+
     /// The exact text sent to the embedding model.
     pub fn embedding_input(&self) -> String {
         embedding_input(&self.context, &self.sentence)
@@ -134,8 +142,18 @@ pub fn structural_context(title: &str, section_path: &[String]) -> String {
     context
 }
 
-pub fn point_id(doc_id: &str, section_id: &str, text_hash: &str, occurrence: u32) -> Uuid {
-    let mut key = Vec::with_capacity(doc_id.len() + section_id.len() + text_hash.len() + 16);
+/// A sentence point's id: from its document's identity (tenant and id), section, text and
+/// occurrence. A tenant's documents hash in a namespace of their own, the tenant first with
+/// its length, so no (tenant, id) pair can meet another's, nor a document without a tenant.
+pub fn point_id(doc: DocRef<'_>, section_id: &str, text_hash: &str, occurrence: u32) -> Uuid {
+    let doc_id = doc.doc_id;
+    let mut key = Vec::with_capacity(doc_id.len() + section_id.len() + text_hash.len() + 32);
+    if let Some(tenant) = doc.tenant {
+        key.extend_from_slice(tenant.len().to_string().as_bytes());
+        key.push(b':');
+        key.extend_from_slice(tenant.as_bytes());
+        key.push(0);
+    }
     for part in [
         doc_id.as_bytes(),
         section_id.as_bytes(),
@@ -145,7 +163,12 @@ pub fn point_id(doc_id: &str, section_id: &str, text_hash: &str, occurrence: u32
         key.push(0);
     }
     key.extend_from_slice(occurrence.to_string().as_bytes());
-    Uuid::new_v5(&POINT_ID_NAMESPACE, &key)
+    let namespace = if doc.tenant.is_some() {
+        &TENANT_POINT_ID_NAMESPACE
+    } else {
+        &POINT_ID_NAMESPACE
+    };
+    Uuid::new_v5(namespace, &key)
 }
 
 /// The records that indexing `segmented` from scratch stores.
@@ -180,7 +203,12 @@ pub fn build_records_with(
             embed.field(context.as_bytes());
             embed.field(sentence.as_bytes());
             records.push(SentenceRecord {
-                id: point_id(&segmented.doc_id, &section.id, &text_hash, *occurrence),
+                id: point_id(
+                    DocRef::new(segmented.tenant.as_deref(), &segmented.doc_id),
+                    &section.id,
+                    &text_hash,
+                    *occurrence,
+                ),
                 doc_id: segmented.doc_id.clone(),
                 tenant: segmented.tenant.clone(),
                 revision: segmented.revision,

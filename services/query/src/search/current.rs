@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use casement_store::{Hit, Store};
+use casement_text::DocRef;
 
 use crate::error::ApiError;
 
@@ -22,20 +23,23 @@ pub async fn current_only<S: Store>(
     store: &S,
     hits: Vec<Hit>,
 ) -> Result<(Vec<Hit>, usize), ApiError> {
-    let mut documents: Vec<String> = hits.iter().map(|h| h.record.doc_id.clone()).collect();
+    let mut documents: Vec<DocRef<'_>> = hits.iter().map(|h| h.record.doc_ref()).collect();
     documents.sort_unstable();
     documents.dedup();
-    let mut indexed = HashMap::with_capacity(documents.len());
-    for doc_id in documents {
-        let state = store.document(&doc_id).await.map_err(ApiError::store)?;
+    let mut indexed: HashMap<(Option<String>, String), u64> = HashMap::new();
+    for doc in documents {
+        let state = store.document(doc).await.map_err(ApiError::store)?;
         if let Some(state) = state.filter(|s| !s.deleted) {
-            indexed.insert(doc_id, state.revision);
+            indexed.insert((state.tenant, state.doc_id), state.revision);
         }
     }
     let before = hits.len();
     let current: Vec<Hit> = hits
         .into_iter()
-        .filter(|hit| indexed.get(&hit.record.doc_id) == Some(&hit.record.revision))
+        .filter(|hit| {
+            let key = (hit.record.tenant.clone(), hit.record.doc_id.clone());
+            indexed.get(&key) == Some(&hit.record.revision)
+        })
         .collect();
     let hidden = before - current.len();
     Ok((current, hidden))

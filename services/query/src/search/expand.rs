@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use casement_store::{Hit, Store};
+use casement_text::DocRef;
 use casement_text::window::window_indices;
 
 use super::merge::{Matched, Window};
@@ -42,8 +43,8 @@ pub fn stored_window(hit: Hit, indexed_radius: usize) -> Window {
     }
 }
 
-/// Character ranges of sentences, by (document id, section id, index).
-type Neighbours = HashMap<(String, String, u32), (usize, usize)>;
+/// Character ranges of sentences, by (tenant, document id, section id, index).
+type Neighbours = HashMap<(Option<String>, String, String, u32), (usize, usize)>;
 
 /// Narrows a stored window to `radius` using the neighbours' ranges; keeps the stored
 /// window if a neighbour is missing (the document is being rewritten right now).
@@ -57,7 +58,12 @@ pub fn narrow(window: Window, radius: usize, neighbours: &Neighbours) -> Window 
     let start = start.max(window.sentences.start as usize);
     let range = |i: usize| {
         neighbours
-            .get(&(window.doc_id.clone(), window.section_id.clone(), i as u32))
+            .get(&(
+                window.tenant.clone(),
+                window.doc_id.clone(),
+                window.section_id.clone(),
+                i as u32,
+            ))
             .copied()
     };
     let (Some((char_start, _)), Some((_, char_end))) = (range(start), range(end - 1)) else {
@@ -96,25 +102,27 @@ pub async fn expand<S: Store>(
         return Ok(windows);
     }
     let mut neighbours = Neighbours::new();
-    let mut documents: Vec<&str> = windows.iter().map(|w| w.doc_id.as_str()).collect();
-    documents.sort_unstable();
-    documents.dedup();
-    let revisions: HashMap<&str, u64> = windows
+    let revisions: HashMap<DocRef<'_>, u64> = windows
         .iter()
-        .map(|w| (w.doc_id.as_str(), w.revision))
+        .map(|w| (DocRef::new(w.tenant.as_deref(), &w.doc_id), w.revision))
         .collect();
-    for doc_id in documents {
+    for (&doc, &revision) in &revisions {
         // Only the neighbours of the revision the windows were cut from: the document may
         // be rewritten between the search and this read.
         for record in store
-            .records(doc_id)
+            .records(doc)
             .await
             .map_err(ApiError::store)?
             .into_iter()
-            .filter(|r| revisions.get(r.doc_id.as_str()) == Some(&r.revision))
+            .filter(|r| r.revision == revision)
         {
             neighbours.insert(
-                (record.doc_id, record.section_id, record.position.index),
+                (
+                    record.tenant,
+                    record.doc_id,
+                    record.section_id,
+                    record.position.index,
+                ),
                 (record.char_start, record.char_end),
             );
         }

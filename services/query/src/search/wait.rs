@@ -5,13 +5,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use casement_store::Store;
+use casement_text::DocRef;
 
 use crate::error::ApiError;
 
 /// Polls the documents' indexed revisions every 20 ms until each reaches the one asked for,
-/// or answers 409 with the revision the index holds once `max_wait` has passed. A document
-/// of another tenant than the request's counts as not indexed (its revision is not
-/// disclosed).
+/// or answers 409 with the revision the index holds once `max_wait` has passed. The
+/// documents are the request's tenant's (another tenant's document of the same id is
+/// another document, never disclosed).
 pub async fn wait_for<S: Store>(
     store: &S,
     wanted: &BTreeMap<String, u64>,
@@ -22,10 +23,9 @@ pub async fn wait_for<S: Store>(
     loop {
         let mut behind = None;
         for (doc_id, &revision) in wanted {
-            let state = store.document(doc_id).await.map_err(ApiError::store)?;
-            let indexed = state
-                .filter(|s| tenant.is_none() || s.tenant.as_deref() == tenant)
-                .map_or(0, |s| s.revision);
+            let doc = DocRef::new(tenant, doc_id);
+            let state = store.document(doc).await.map_err(ApiError::store)?;
+            let indexed = state.map_or(0, |s| s.revision);
             if indexed < revision {
                 behind = Some((doc_id, indexed, revision));
                 break;

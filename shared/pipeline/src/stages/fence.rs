@@ -21,13 +21,21 @@ pub enum Fenced {
 
 pub async fn run<S: Store>(store: &S, event: &Event) -> Result<Fenced, ProcessError> {
     let indexed = store
-        .document(event.doc_id())
+        .document(event.doc_ref())
         .await
         .map_err(ProcessError::store(RetryStage::Fence))?;
-    // A delete without a revision (a Debezium tombstone) applies at the indexed one.
-    let revision = event
-        .revision()
-        .unwrap_or_else(|| indexed.as_ref().map_or(0, |d| d.revision));
+    // A delete without a revision (a Debezium tombstone) applies at the indexed one; of a
+    // document never indexed, it has nothing to delete and leaves no tombstone (one with a
+    // revision does: it fences an older upsert that arrives late).
+    let revision = match (event.revision(), &indexed) {
+        (Some(revision), _) => revision,
+        (None, Some(state)) => state.revision,
+        (None, None) => {
+            return Ok(Fenced::Stale {
+                indexed_revision: 0,
+            });
+        }
+    };
     Ok(match casement_text::fence(indexed.as_ref(), revision) {
         Fence::Stale { indexed_revision } => Fenced::Stale { indexed_revision },
         Fence::Apply => Fenced::Apply { revision, indexed },

@@ -2,7 +2,7 @@
 //! payload update, delete, unchanged; `casement_text::plan_segmented` / `plan_delete`).
 
 use casement_text::{
-    ChangePlan, DocumentState, Section, SegmentedRevision, SentenceRecord, TextConfig,
+    ChangePlan, DocRef, DocumentState, Section, SegmentedRevision, SentenceRecord, TextConfig,
     build_records_with, plan_delete, plan_segmented,
 };
 
@@ -32,8 +32,8 @@ pub fn upsert(
 pub fn delete(
     current: &[SentenceRecord],
     indexed: Option<&DocumentState>,
-    doc_id: &str,
+    doc: DocRef<'_>,
     revision: u64,
 ) -> ChangePlan {
-    plan_delete(current, indexed, doc_id, revision)
+    plan_delete(current, indexed, doc, revision)
 }

@@ -2,14 +2,17 @@
 //! state (DESIGN.md): what the differ plans against, so a half-applied write heals.
 
 use casement_store::Store;
-use casement_text::SentenceRecord;
+use casement_text::{DocRef, SentenceRecord};
 
 use crate::outcome::RetryStage;
 use crate::processor::ProcessError;
 
-pub async fn run<S: Store>(store: &S, doc_id: &str) -> Result<Vec<SentenceRecord>, ProcessError> {
+pub async fn run<S: Store>(
+    store: &S,
+    doc: DocRef<'_>,
+) -> Result<Vec<SentenceRecord>, ProcessError> {
     store
-        .records(doc_id)
+        .records(doc)
         .await
         .map_err(ProcessError::store(RetryStage::Read))
 }

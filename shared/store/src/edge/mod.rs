@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use qdrant_edge::{
     CreateIndex, Distance, EdgeConfigBuilder, EdgeShard, EdgeSparseVectorParamsBuilder,
     EdgeVectorParamsBuilder, FieldIndexOperations, JsonPath, Modifier, PayloadFieldSchema,
@@ -230,14 +230,21 @@ impl Store for EdgeStore {
         self.inner.dimension
     }
 
-    async fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
-        let (inner, doc_id) = (self.inner.clone(), doc_id.to_owned());
-        blocking(move || inner.document(&doc_id)).await
+    async fn document<'a>(
+        &self,
+        doc: impl Into<DocRef<'a>> + Send,
+    ) -> Result<Option<DocumentState>> {
+        let doc = doc.into();
+        let inner = self.inner.clone();
+        let (tenant, doc_id) = (doc.tenant.map(str::to_owned), doc.doc_id.to_owned());
+        blocking(move || inner.document(DocRef::new(tenant.as_deref(), &doc_id))).await
     }
 
-    async fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
-        let (inner, doc_id) = (self.inner.clone(), doc_id.to_owned());
-        blocking(move || inner.records(&doc_id)).await
+    async fn records<'a>(&self, doc: impl Into<DocRef<'a>> + Send) -> Result<Vec<SentenceRecord>> {
+        let doc = doc.into();
+        let inner = self.inner.clone();
+        let (tenant, doc_id) = (doc.tenant.map(str::to_owned), doc.doc_id.to_owned());
+        blocking(move || inner.records(DocRef::new(tenant.as_deref(), &doc_id))).await
     }
 
     async fn apply_first(

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use casement_text::{DocumentState, SentenceRecord};
+use casement_text::{DocRef, DocumentState, SentenceRecord};
 use qdrant_edge::{
     CountRequest, Filter, Fusion, NamedQuery, Payload, PointId, Prefetch, QueryEnum, QueryRequest,
     ScoringQuery, ScrollRequest, VectorInternal, VectorStructInternal, WithPayloadInterface,
@@ -42,8 +42,13 @@ pub(super) fn sentence_filter(query: &QueryFilter) -> Filter {
     filter(json!({ "must": must }))
 }
 
-pub(super) fn document_sentences(doc_id: &str) -> Filter {
-    filter(json!({ "must": [keyword(KIND, KIND_SENTENCE), keyword("doc_id", doc_id)] }))
+/// The sentence points of one document: its id, and its tenant (or none).
+pub(super) fn document_sentences(doc: DocRef<'_>) -> Filter {
+    let tenant = match doc.tenant {
+        Some(tenant) => keyword("tenant", tenant),
+        None => json!({ "is_empty": { "key": "tenant" } }),
+    };
+    filter(json!({ "must": [keyword(KIND, KIND_SENTENCE), keyword("doc_id", doc.doc_id), tenant] }))
 }
 
 pub(super) fn point_uuid(id: PointId) -> Result<Uuid> {
@@ -68,11 +73,11 @@ pub(super) fn sparse_internal(sparse: SparseVector) -> VectorInternal {
 }
 
 impl Inner {
-    pub(super) fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
+    pub(super) fn document(&self, doc: DocRef<'_>) -> Result<Option<DocumentState>> {
         let records = self
             .shard
             .retrieve(
-                &[PointId::Uuid(document_point_id(doc_id))],
+                &[PointId::Uuid(document_point_id(doc))],
                 Some(WithPayloadInterface::Bool(true)),
                 Some(WithVector::Bool(false)),
             )
@@ -84,7 +89,7 @@ impl Inner {
             .transpose()
     }
 
-    pub(super) fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
+    pub(super) fn records(&self, doc: DocRef<'_>) -> Result<Vec<SentenceRecord>> {
         let mut records = Vec::new();
         let mut offset = None;
         loop {
@@ -93,7 +98,7 @@ impl Inner {
                 .scroll(ScrollRequest {
                     offset,
                     limit: Some(SCROLL_PAGE),
-                    filter: Some(document_sentences(doc_id)),
+                    filter: Some(document_sentences(doc)),
                     with_payload: Some(WithPayloadInterface::Bool(true)),
                     with_vector: WithVector::Bool(false),
                     order_by: None,

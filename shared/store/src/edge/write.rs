@@ -72,7 +72,7 @@ impl Inner {
     ) -> Result<Applied> {
         let steps = write_steps(plan, vectors, self.dimension, count)?;
         let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(stale) = fence(self.document(&plan.doc_id)?.as_ref(), plan) {
+        if let Some(stale) = fence(self.document(plan.doc_ref())?.as_ref(), plan) {
             return Ok(stale);
         }
         let mut upserted = 0;
@@ -96,17 +96,17 @@ impl Inner {
                         UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }),
                     )?;
                 }
-                WriteStep::StampRevision { doc_id, revision } => {
+                WriteStep::StampRevision { doc, revision } => {
                     let mut payload = Map::new();
                     payload.insert("revision".into(), Value::from(revision));
                     self.update(
                         "stamp revision",
-                        set_payload(payload, None, Some(document_sentences(doc_id))),
+                        set_payload(payload, None, Some(document_sentences(doc))),
                     )?;
                 }
                 WriteStep::PutDocument(state) => {
                     let point = PointStructPersisted {
-                        id: PointId::Uuid(document_point_id(&state.doc_id)),
+                        id: PointId::Uuid(document_point_id(state.doc_ref())),
                         vector: VectorStructInternal::Named(HashMap::new()).into(),
                         payload: Some(Payload(document_payload(state)?)),
                     };

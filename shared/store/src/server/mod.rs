@@ -8,7 +8,7 @@ mod write;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use casement_text::{ChangePlan, DocumentState, SentenceRecord};
+use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use qdrant_client::qdrant::{
     CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, Distance,
     FieldType as QdrantFieldType, Modifier, SparseVectorParamsBuilder, SparseVectorsConfigBuilder,
@@ -181,12 +181,15 @@ impl Store for ServerStore {
         self.dimension
     }
 
-    async fn document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
-        self.read_document(doc_id).await
+    async fn document<'a>(
+        &self,
+        doc: impl Into<DocRef<'a>> + Send,
+    ) -> Result<Option<DocumentState>> {
+        self.read_document(doc.into()).await
     }
 
-    async fn records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
-        self.read_records(doc_id).await
+    async fn records<'a>(&self, doc: impl Into<DocRef<'a>> + Send) -> Result<Vec<SentenceRecord>> {
+        self.read_records(doc.into()).await
     }
 
     async fn apply_first(

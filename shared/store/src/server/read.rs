@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use casement_text::{DocumentState, SentenceRecord};
+use casement_text::{DocRef, DocumentState, SentenceRecord};
 use qdrant_client::qdrant::{
     Condition, CountPointsBuilder, Filter, GetPointsBuilder, PointId, PrefetchQueryBuilder, Query,
     QueryBatchPointsBuilder, QueryPointsBuilder, RrfBuilder, ScoredPoint, ScrollPointsBuilder,
@@ -37,8 +37,17 @@ pub(super) fn sentence_filter(query: &QueryFilter) -> Filter {
     Filter::must(must)
 }
 
-pub(super) fn document_sentences(doc_id: &str) -> Filter {
-    Filter::must([keyword(KIND, KIND_SENTENCE), keyword("doc_id", doc_id)])
+/// The sentence points of one document: its id, and its tenant (or none).
+pub(super) fn document_sentences(doc: DocRef<'_>) -> Filter {
+    let tenant = match doc.tenant {
+        Some(tenant) => keyword("tenant", tenant),
+        None => Condition::is_empty("tenant"),
+    };
+    Filter::must([
+        keyword(KIND, KIND_SENTENCE),
+        keyword("doc_id", doc.doc_id),
+        tenant,
+    ])
 }
 
 pub(super) fn point_id(id: Uuid) -> PointId {
@@ -80,11 +89,11 @@ fn hit(
 }
 
 impl ServerStore {
-    pub(super) async fn read_document(&self, doc_id: &str) -> Result<Option<DocumentState>> {
+    pub(super) async fn read_document(&self, doc: DocRef<'_>) -> Result<Option<DocumentState>> {
         let response = self
             .client
             .get_points(
-                GetPointsBuilder::new(&self.collection, vec![point_id(document_point_id(doc_id))])
+                GetPointsBuilder::new(&self.collection, vec![point_id(document_point_id(doc))])
                     .with_payload(true)
                     .with_vectors(false),
             )
@@ -98,12 +107,12 @@ impl ServerStore {
             .transpose()
     }
 
-    pub(super) async fn read_records(&self, doc_id: &str) -> Result<Vec<SentenceRecord>> {
+    pub(super) async fn read_records(&self, doc: DocRef<'_>) -> Result<Vec<SentenceRecord>> {
         let mut records = Vec::new();
         let mut offset: Option<PointId> = None;
         loop {
             let mut request = ScrollPointsBuilder::new(&self.collection)
-                .filter(document_sentences(doc_id))
+                .filter(document_sentences(doc))
                 .limit(SCROLL_PAGE)
                 .with_payload(true)
                 .with_vectors(false);

@@ -90,7 +90,7 @@ impl ServerStore {
         count: usize,
     ) -> Result<Applied> {
         let steps = write_steps(plan, vectors, self.dimension, count)?;
-        if let Some(stale) = fence(self.read_document(&plan.doc_id).await?.as_ref(), plan) {
+        if let Some(stale) = fence(self.read_document(plan.doc_ref()).await?.as_ref(), plan) {
             return Ok(stale);
         }
         for step in steps {
@@ -103,15 +103,15 @@ impl ServerStore {
                 WriteStep::Delete(ids) => {
                     self.delete(ids.into_iter().map(point_id).collect()).await?;
                 }
-                WriteStep::StampRevision { doc_id, revision } => {
+                WriteStep::StampRevision { doc, revision } => {
                     let mut payload = Map::new();
                     payload.insert("revision".into(), Value::from(revision));
-                    self.set_payload(payload, SetTarget::Filter(document_sentences(doc_id)))
+                    self.set_payload(payload, SetTarget::Filter(document_sentences(doc)))
                         .await?;
                 }
                 WriteStep::PutDocument(state) => {
                     let point = PointStruct::new(
-                        point_id(document_point_id(&state.doc_id)),
+                        point_id(document_point_id(state.doc_ref())),
                         NamedVectors::default(),
                         Payload::from(document_payload(state)?),
                     );

@@ -55,8 +55,8 @@ fn operations<'a>(steps: &[WriteStep<'a>]) -> Vec<Operation<'a>> {
                 .collect(),
             WriteStep::SetPayload(record) => vec![Operation::SetPayload(record)],
             WriteStep::Delete(ids) => ids.iter().copied().map(Operation::Delete).collect(),
-            WriteStep::StampRevision { doc_id, revision } => vec![Operation::StampRevision {
-                doc_id,
+            WriteStep::StampRevision { doc, revision } => vec![Operation::StampRevision {
+                doc_id: doc.doc_id,
                 revision: *revision,
             }],
             WriteStep::PutDocument(state) => vec![Operation::PutDocument(state)],
@@ -88,7 +88,7 @@ fn steps_follow_the_operation_order() {
             WriteStep::SetPayload(&plan.update_payload[1]),
             WriteStep::Delete(plan.delete.clone()),
             WriteStep::StampRevision {
-                doc_id: "doc",
+                doc: "doc".into(),
                 revision: 3
             },
             WriteStep::PutDocument(&plan.document),
@@ -119,7 +119,7 @@ fn upserts_are_batched_by_256() {
 #[test]
 fn deletes_are_one_step() {
     let current = new_document(600).embed;
-    let plan = plan_delete(&current, None, "doc", 4);
+    let plan = plan_delete(&current, None, "doc".into(), 4);
     let steps = write_steps(&plan, &[], DIMENSION, usize::MAX).expect("steps");
     let ids: Vec<_> = current.iter().map(|r| r.id).collect();
     assert_eq!(steps.len(), 3);
@@ -156,7 +156,7 @@ fn a_plan_without_changes_writes_the_stamp_and_the_document() {
         steps,
         vec![
             WriteStep::StampRevision {
-                doc_id: "doc",
+                doc: "doc".into(),
                 revision: 3
             },
             WriteStep::PutDocument(&plan.document),

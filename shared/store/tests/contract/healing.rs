@@ -128,7 +128,12 @@ async fn plan_event<S: Store>(
     let current = store.records(&event.doc_id).await.expect("records");
     if event.change == "delete" {
         let indexed = store.document(&event.doc_id).await.expect("document");
-        plan_delete(&current, indexed.as_ref(), &event.doc_id, event.revision)
+        plan_delete(
+            &current,
+            indexed.as_ref(),
+            (&event.doc_id).into(),
+            event.revision,
+        )
     } else {
         plan_upsert(&current, revision, config).expect("plan").0
     }

@@ -92,7 +92,7 @@ pub fn plan_event(
                 plan_delete(
                     &current,
                     index.document(&event.doc_id),
-                    &event.doc_id,
+                    (&event.doc_id).into(),
                     event.revision,
                 )
             } else {

@@ -1,0 +1,426 @@
+//! Kill-and-restart soak (issue 22), `#[ignore]`d: `make soak-restart`. The all-in-one
+//! replays the 18F sample stream (2,025 real revisions, deletes included) twice, as a child
+//! process on a temporary directory: once cleanly (directory A), once SIGKILLed at seeded
+//! moments spread over the replay and restarted each time (directory B, `SOAK_KILLS`
+//! kills, 12 by default). Both stop on SIGTERM; then both indexes are opened offline and
+//! every document of the log must have the same state (revision, tombstone, title, url,
+//! tenant, counts), the same records and the same vectors in B as in A. Real models, real
+//! Qdrant Edge. `SOAK_SEED` picks other kill moments (the seed is printed).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use casement_inference::{Embed, cosine};
+use casement_store::{EdgeStore, Store};
+use casement_testkit::{data, final_events, open_store, read_log};
+
+const DEFAULT_KILLS: usize = 12;
+const DEFAULT_SEED: u64 = 22;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a soak of several minutes: make soak-restart"]
+async fn killed_and_restarted_replay_ends_equal_to_a_clean_run() {
+    let started = Instant::now();
+    let kills = env_number("SOAK_KILLS", DEFAULT_KILLS as u64) as usize;
+    let mut seed = env_number("SOAK_SEED", DEFAULT_SEED).max(1);
+    println!("seed {seed} (SOAK_SEED), {kills} kills (SOAK_KILLS)");
+    let log = data("revisions/18f-handbook/sample.jsonl");
+    let events = read_log(&log);
+    let total = events.len() as u64;
+    let dir = tempfile::tempdir().unwrap();
+    // A copy: a rebuild of the workspace during the soak must not change the binary
+    // between restarts.
+    let binary = dir.path().join("casement");
+    std::fs::copy(env!("CARGO_BIN_EXE_casement"), &binary).unwrap();
+
+    // A: the clean run.
+    let clean = Setup::new(&dir.path().join("a"), &binary, &log);
+    let mut run = clean.start();
+    let listening = run.wait_for("API listening", Duration::from_secs(600));
+    let ready = run.wait_for("ready in", Duration::from_secs(3600));
+    let replay_seconds = ready.duration_since(listening).as_secs_f64();
+    let clean_embedded = run.scrape().await.embedded();
+    run.stop();
+    assert_eq!(
+        clean.committed(),
+        total,
+        "the clean run replayed everything"
+    );
+    let rate = total as f64 / replay_seconds;
+    println!(
+        "clean run: {total} events replayed in {replay_seconds:.1} s ({rate:.1} events/s), \
+         {clean_embedded} sentences embedded"
+    );
+
+    // B: killed at seeded moments, restarted each time. Each wait is drawn from
+    // 0.5 s .. a bound that shrinks with what is left, so the kills spread over the replay
+    // and land before its end.
+    let killed = Setup::new(&dir.path().join("b"), &binary, &log);
+    let mut killed_embedded = 0.0;
+    let mut landed = Vec::new();
+    for kill in 1..=kills {
+        let before = killed.committed();
+        let mut run = killed.start();
+        let since_start = Instant::now();
+        run.wait_for("API listening", Duration::from_secs(600));
+        let left_seconds = (total - before) as f64 / rate;
+        let bound = (0.5 + 1.2 * left_seconds / (kills - kill + 2) as f64).max(1.0);
+        let wait = 0.5 + (next(&mut seed) % 10_000) as f64 / 10_000.0 * (bound - 0.5);
+        tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+        let metrics = run.scrape().await;
+        let (finished, embedded) = (metrics.finished(), metrics.embedded());
+        let in_flight = metrics.get("casement_indexer_in_flight_events");
+        let after_replay = run.saw("ready in");
+        run.kill();
+        killed_embedded += embedded;
+        let at = killed.committed();
+        println!(
+            "kill {kill:>2}: {wait:.1} s after listening ({:.1} s after start); \
+             replay committed {before} -> {at} of {total}; this run finished {finished} \
+             events, {in_flight} in flight, embedded {embedded} sentences{}",
+            since_start.elapsed().as_secs_f64(),
+            if after_replay {
+                " (AFTER the replay ended)"
+            } else {
+                ""
+            }
+        );
+        landed.push((at, after_replay));
+    }
+    let mut run = killed.start();
+    run.wait_for("ready in", Duration::from_secs(3600));
+    let last_embedded = run.scrape().await.embedded();
+    killed_embedded += last_embedded;
+    run.stop();
+    assert_eq!(
+        killed.committed(),
+        total,
+        "the killed run replayed everything"
+    );
+    println!(
+        "killed run: last run embedded {last_embedded} sentences; {killed_embedded} in all \
+         ({} more than the clean run)",
+        killed_embedded - clean_embedded
+    );
+
+    // Both stopped: compare the indexes offline.
+    let dimension = casement_testkit::model().dimension();
+    let a = open_store(&clean.data, dimension);
+    let b = open_store(&killed.data, dimension);
+    let ids: BTreeSet<&str> = events.iter().map(|e| e.doc_id.as_str()).collect();
+    let deleted_in_log = final_events(&events)
+        .values()
+        .filter(|e| e.is_delete())
+        .count();
+    let mut differences = Vec::new();
+    let (mut tombstones, mut records, mut vectors) = (0, 0, 0);
+    for &doc_id in &ids {
+        let state_a = a.document(doc_id).await.unwrap();
+        let state_b = b.document(doc_id).await.unwrap();
+        if state_a.as_ref().is_some_and(|s| s.deleted) {
+            tombstones += 1;
+        }
+        if state_a != state_b {
+            differences.push(format!(
+                "{doc_id}: document state differs\n  clean:  {state_a:?}\n  killed: {state_b:?}"
+            ));
+        }
+        let records_a = sorted_records(&a, doc_id).await;
+        let records_b = sorted_records(&b, doc_id).await;
+        records += records_a.len();
+        if records_a != records_b {
+            differences.push(format!(
+                "{doc_id}: records differ (clean {}, killed {})\n{}",
+                records_a.len(),
+                records_b.len(),
+                describe_record_difference(&records_a, &records_b)
+            ));
+            continue;
+        }
+        let ids: Vec<_> = records_a.iter().map(|r| r.id).collect();
+        let vectors_a = a.dense_vectors(&ids).await.unwrap();
+        let vectors_b = b.dense_vectors(&ids).await.unwrap();
+        for id in &ids {
+            match (vectors_a.get(id), vectors_b.get(id)) {
+                (Some(va), Some(vb)) if cosine(va, vb) > 0.9999 => vectors += 1,
+                (va, vb) => differences.push(format!(
+                    "{doc_id} {id}: vector differs (clean {}, killed {}, cosine {:?})",
+                    va.map_or("missing", |_| "present"),
+                    vb.map_or("missing", |_| "present"),
+                    va.zip(vb).map(|(va, vb)| cosine(va, vb))
+                )),
+            }
+        }
+    }
+    let (stats_a, stats_b) = (a.stats().await.unwrap(), b.stats().await.unwrap());
+    if (stats_a.points, stats_a.documents, stats_a.tombstones)
+        != (stats_b.points, stats_b.documents, stats_b.tombstones)
+    {
+        differences.push(format!(
+            "index totals differ: clean {stats_a:?}, killed {stats_b:?}"
+        ));
+    }
+
+    let during_replay = landed.iter().filter(|(_, after)| !after).count();
+    let points: Vec<String> = landed.iter().map(|(at, _)| at.to_string()).collect();
+    println!(
+        "soak: {kills} kills ({during_replay} during the replay, committed positions {}), \
+         {} documents compared ({tombstones} deleted; {deleted_in_log} end deleted in the \
+         log), {records} records and {vectors} vectors compared, {} differences, {:.0} s",
+        points.join(", "),
+        ids.len(),
+        differences.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for difference in &differences {
+        println!("{difference}");
+    }
+    assert!(differences.is_empty(), "{} differences", differences.len());
+    assert!(
+        during_replay >= 10,
+        "fewer than 10 kills landed in the replay"
+    );
+    assert_eq!(tombstones, deleted_in_log);
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().map_or(default, |v| {
+        v.parse().unwrap_or_else(|_| panic!("{name}={v}"))
+    })
+}
+
+/// xorshift64*: the kill moments, reproducible from the seed.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+async fn sorted_records(store: &EdgeStore, doc_id: &str) -> Vec<casement_text::SentenceRecord> {
+    let mut records = store.records(doc_id).await.unwrap();
+    records.sort_by_key(|r| r.id);
+    records
+}
+
+fn describe_record_difference(
+    a: &[casement_text::SentenceRecord],
+    b: &[casement_text::SentenceRecord],
+) -> String {
+    let ids_a: BTreeSet<_> = a.iter().map(|r| r.id).collect();
+    let ids_b: BTreeSet<_> = b.iter().map(|r| r.id).collect();
+    let mut lines = Vec::new();
+    for r in a.iter().filter(|r| !ids_b.contains(&r.id)).take(3) {
+        lines.push(format!("  only clean:  r{} {:?}", r.revision, r.sentence));
+    }
+    for r in b.iter().filter(|r| !ids_a.contains(&r.id)).take(3) {
+        lines.push(format!("  only killed: r{} {:?}", r.revision, r.sentence));
+    }
+    let differing = a
+        .iter()
+        .filter_map(|ra| Some((ra, b.iter().find(|rb| rb.id == ra.id)?)))
+        .filter(|(ra, rb)| ra != rb);
+    for (ra, rb) in differing.take(2) {
+        lines.push(format!("  clean:  {ra:?}\n  killed: {rb:?}"));
+    }
+    lines.join("\n")
+}
+
+/// One data directory and its config; runs replay the same log into it.
+struct Setup {
+    dir: PathBuf,
+    data: PathBuf,
+    config: PathBuf,
+    binary: PathBuf,
+    log: PathBuf,
+}
+
+impl Setup {
+    fn new(dir: &Path, binary: &Path, log: &Path) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let data = dir.join("data");
+        let config = dir.join("casement.toml");
+        std::fs::write(&config, format!("data_dir = \"{}\"\n", data.display())).unwrap();
+        Self {
+            dir: dir.to_owned(),
+            data,
+            config,
+            binary: binary.to_owned(),
+            log: log.to_owned(),
+        }
+    }
+
+    /// The replay position the pipeline committed (`sources.json`).
+    fn committed(&self) -> u64 {
+        std::fs::read(self.data.join("sources.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|v| v["replay_next"].as_u64())
+            .unwrap_or(0)
+    }
+
+    fn start(&self) -> Run {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let stderr_path = self.dir.join("stderr.log");
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&stderr_path)
+            .unwrap();
+        let mut child = Command::new(&self.binary)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["run", "--listen", &format!("127.0.0.1:{port}"), "--replay"])
+            .arg(&self.log)
+            .env("CASEMENT__LOG__FILTER", "warn,casement=info")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("start casement");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Run {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr: stderr_path,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        }
+    }
+}
+
+/// A running `casement run`; dropped, it is SIGKILLed.
+struct Run {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    stderr: PathBuf,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Run {
+    /// Waits for a stdout line containing `needle`; when it came.
+    fn wait_for(&mut self, needle: &str, timeout: Duration) -> Instant {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.seen.push(line);
+                    if found {
+                        return Instant::now();
+                    }
+                }
+                Err(_) => panic!(
+                    "no line with {needle:?} within {timeout:?}; stdout:\n{}\nstderr ({}):\n{}",
+                    self.seen.join("\n"),
+                    self.stderr.display(),
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                ),
+            }
+        }
+    }
+
+    /// Some stdout line so far contains `needle`.
+    fn saw(&mut self, needle: &str) -> bool {
+        self.seen.extend(self.lines.try_iter());
+        self.seen.iter().any(|l| l.contains(needle))
+    }
+
+    /// `/metrics` (empty when not answered).
+    async fn scrape(&self) -> Metrics {
+        let response = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        match response {
+            Ok(response) => Metrics(response.text().await.unwrap_or_default()),
+            Err(_) => Metrics(String::new()),
+        }
+    }
+
+    fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM; the exit must be clean.
+    fn stop(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(
+                    status.success(),
+                    "exit {status}; stderr:\n{}",
+                    std::fs::read_to_string(&self.stderr).unwrap_or_default()
+                );
+                return;
+            }
+            assert!(Instant::now() < deadline, "did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// One scrape of `/metrics`.
+struct Metrics(String);
+
+impl Metrics {
+    /// One series' value (0 when not served).
+    fn get(&self, series: &str) -> f64 {
+        self.0
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    fn embedded(&self) -> f64 {
+        self.get("casement_indexer_sentences_total{decision=\"embedded\"}")
+    }
+
+    /// Events finished, whatever the outcome.
+    fn finished(&self) -> f64 {
+        ["applied", "deleted", "stale", "dead_lettered"]
+            .iter()
+            .map(|outcome| {
+                self.get(&format!(
+                    "casement_indexer_events_total{{outcome=\"{outcome}\"}}"
+                ))
+            })
+            .sum()
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
