@@ -12,6 +12,7 @@ mod replay;
 mod sample;
 #[path = "../support/mod.rs"]
 mod support;
+mod tenants;
 mod watch_hostile;
 mod webhook;
 

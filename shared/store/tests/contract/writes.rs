@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use casement_store::{Applied, QueryFilter, Store, delete_document};
-use casement_text::{TextConfig, plan_upsert};
+use casement_text::{DocRef, TextConfig, plan_upsert};
 use uuid::Uuid;
 
 use super::{DIMENSION, GUIDE, Harness, assert_close, by_id, index, markdown, plan_vectors, query};
@@ -71,10 +71,18 @@ pub async fn read_back_exactly<H: Harness>(harness: &H) {
     let store = harness.open().await;
     let (plan, applied) = index(&store, &markdown("guide", 7, Some("acme"), GUIDE)).await;
     assert_eq!(applied, Applied::Written);
-    let stored = by_id(store.records("guide").await.expect("records"));
+    let stored = by_id(
+        store
+            .records(DocRef::new(Some("acme"), "guide"))
+            .await
+            .expect("records"),
+    );
     assert_eq!(stored, by_id(plan.embed.clone()));
     assert_eq!(
-        store.document("guide").await.expect("document"),
+        store
+            .document(DocRef::new(Some("acme"), "guide"))
+            .await
+            .expect("document"),
         Some(plan.document.clone())
     );
     let ids: Vec<Uuid> = plan.embed.iter().map(|r| r.id).collect();
@@ -85,6 +93,9 @@ pub async fn read_back_exactly<H: Harness>(harness: &H) {
     }
     assert!(store.records("missing").await.expect("records").is_empty());
     assert_eq!(store.document("missing").await.expect("document"), None);
+    // A document is its id within its tenant: the same id without one is another.
+    assert!(store.records("guide").await.expect("records").is_empty());
+    assert_eq!(store.document("guide").await.expect("document"), None);
 }
 
 /// A sentence whose neighbours changed gets a payload-only update: its payload follows the
