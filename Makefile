@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-query fuzz-query fmt
+.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-query fuzz-query soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, answers a sample question,
@@ -66,6 +66,13 @@ bench-query: models
 ## A longer schemathesis run than the test suite's (1,000 examples per operation).
 fuzz-query: models tools
 	SCHEMATHESIS_MAX_EXAMPLES=1000 $(CARGO) test --locked -p casement-query --test fuzz -- --nocapture
+
+## Kill-and-restart soak (issue 22, not in `make test`): `casement run` replays the 18F
+## sample (2,025 revisions) once cleanly and once SIGKILLed 12 times and restarted, then
+## compares every document's state, records and vectors (debug build, about 15 minutes;
+## needs ../shared/data; SOAK_KILLS, SOAK_SEED).
+soak-restart: models
+	$(CARGO) test --locked -p casement --test soak -- --ignored --nocapture
 
 fmt:
 	$(CARGO) fmt --all

@@ -58,9 +58,10 @@ async fn killed_and_restarted_replay_ends_equal_to_a_clean_run() {
          {clean_embedded} sentences embedded"
     );
 
-    // B: killed at seeded moments, restarted each time. Each wait is drawn from
-    // 0.5 s .. a bound that shrinks with what is left, so the kills spread over the replay
-    // and land before its end.
+    // B: killed at seeded moments, restarted each time. Each wait after the API is up is
+    // drawn from 0.5 s .. twice the clean run's time for an equal share of what is left
+    // (the committed position over the kills to come), so the kills spread over the
+    // replay and the last one lands before its end (a restart first redoes its head).
     let killed = Setup::new(&dir.path().join("b"), &binary, &log);
     let mut killed_embedded = 0.0;
     let mut landed = Vec::new();
@@ -70,7 +71,7 @@ async fn killed_and_restarted_replay_ends_equal_to_a_clean_run() {
         let since_start = Instant::now();
         run.wait_for("API listening", Duration::from_secs(600));
         let left_seconds = (total - before) as f64 / rate;
-        let bound = (0.5 + 1.2 * left_seconds / (kills - kill + 2) as f64).max(1.0);
+        let bound = (0.5 + 2.0 * left_seconds / (kills - kill + 2) as f64).max(1.0);
         let wait = 0.5 + (next(&mut seed) % 10_000) as f64 / 10_000.0 * (bound - 0.5);
         tokio::time::sleep(Duration::from_secs_f64(wait)).await;
         let metrics = run.scrape().await;

@@ -48,12 +48,12 @@ async fn accepted_events_survive_a_kill_and_a_full_journal_answers_503() {
         format!(
             r#"data_dir = "{}"
 [events]
-max_event_bytes = 262144
+max_event_bytes = 131072
 [pipeline]
 lanes = 1
 [sources.webhook]
 wait_ms = 1
-journal_max_bytes = 262144
+journal_max_bytes = 131072
 "#,
             data.display()
         ),
@@ -64,7 +64,7 @@ journal_max_bytes = 262144
     let client = Client::new(&casement.base);
 
     let (status, answer) = client
-        .event(&native("terms-supplier", long_text(1_500)))
+        .event(&native("terms-supplier", long_text(600)))
         .await;
     assert_eq!(
         (status, answer["status"].as_str()),
@@ -85,11 +85,11 @@ journal_max_bytes = 262144
             "{answer}"
         );
     }
-    // Full: this one would take the journal past its 262,144 bytes.
+    // Full: this one would take the journal past its 131,072 bytes.
     let response = reqwest::Client::new()
         .post(format!("{}/v1/events", casement.base))
         .header("content-type", "application/json")
-        .body(serde_json::to_vec(&native("terms-other", long_text(2_800))).unwrap())
+        .body(serde_json::to_vec(&native("terms-other", long_text(1_600))).unwrap())
         .send()
         .await
         .unwrap();
