@@ -255,3 +255,42 @@ pub fn detect(json: &Value) -> EventFormat {
         EventFormat::Native
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn native(doc_id: &str, revision: &str, tenant: &str) -> Vec<u8> {
+        format!(
+            r#"{{"type": "upsert", "doc_id": "{doc_id}", "revision": {revision}, {tenant}
+                "format": "text", "content": "Some text."}}"#
+        )
+        .into_bytes()
+    }
+
+    /// Ids must fit in a URL and revisions in the store; the rejection says so (schema).
+    #[test]
+    fn ids_over_1_kib_and_revisions_over_2_63_are_rejected_as_schema() {
+        let config = DecodeConfig::default();
+        let decode = |bytes: Vec<u8>| super::decode(Some(&bytes), None, &config);
+        assert!(decode(native(&"d".repeat(MAX_ID_BYTES), "1", "")).is_ok());
+        let long = decode(native(&"d".repeat(MAX_ID_BYTES + 1), "1", "")).expect_err("rejected");
+        assert_eq!(long.reason, "schema");
+        assert!(
+            long.message.contains("doc_id is 1025 bytes"),
+            "{}",
+            long.message
+        );
+        assert!(decode(native("d", &MAX_REVISION.to_string(), "")).is_ok());
+        let huge = decode(native("d", &(MAX_REVISION + 1).to_string(), "")).expect_err("rejected");
+        assert_eq!(huge.reason, "schema");
+        assert!(huge.message.contains("over 2^63 - 1"), "{}", huge.message);
+        let tenant = format!(r#""tenant": "{}","#, "t".repeat(MAX_ID_BYTES + 1));
+        assert_eq!(
+            decode(native("d", "1", &tenant))
+                .expect_err("rejected")
+                .reason,
+            "schema"
+        );
+    }
+}

@@ -82,10 +82,18 @@ fn within_limit(event: Box<Event>, config: &DecodeConfig) -> Result<Decoded, Rej
                 payload: native_json(&event),
             })
         }
-        _ => Ok(Decoded {
-            event,
-            original: Original::Built,
-        }),
+        _ => match event.check_limits() {
+            // The limits every decoded event meets (id length, revision range).
+            Err(rejection) => Err(Rejected {
+                reason: Reason::of_rejection(rejection.reason),
+                detail: rejection.message,
+                payload: native_json(&event),
+            }),
+            Ok(()) => Ok(Decoded {
+                event,
+                original: Original::Built,
+            }),
+        },
     }
 }
 
