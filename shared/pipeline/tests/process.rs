@@ -218,6 +218,40 @@ async fn a_repeated_delete_is_stale_and_a_tombstone_keeps_title_url_and_tenant()
         .expect("state");
     assert_eq!(kept(state), expected);
 
+    // Of a document never indexed, a delete without a revision has nothing to do (stale, no
+    // record); one with a revision leaves a tombstone that fences a late older upsert.
+    let never = |revision| Event {
+        change: Change::Delete {
+            tenant: None,
+            doc_id: "kb/never".into(),
+            revision,
+        },
+        format: EventFormat::Native,
+    };
+    assert_eq!(
+        processor
+            .process(&never(None))
+            .await
+            .expect("tombstone event"),
+        Outcome::Stale {
+            indexed_revision: 0
+        }
+    );
+    assert!(
+        processor
+            .store
+            .document("kb/never")
+            .await
+            .expect("state")
+            .is_none()
+    );
+    assert!(matches!(
+        processor.process(&never(Some(9))).await.expect("delete"),
+        Outcome::Deleted(_)
+    ));
+    let state = processor.store.document("kb/never").await.expect("state");
+    assert!(state.is_some_and(|s| s.deleted && s.revision == 9));
+
     // A delete cut off after its points went (before its tombstone was written) is
     // replanned from no records: the tombstone still gets the last title, url and tenant.
     processor.process(&upsert("kb/b")).await.expect("upsert");
