@@ -52,16 +52,15 @@ async fn killed_and_restarted_replay_ends_equal_to_a_clean_run() {
         total,
         "the clean run replayed everything"
     );
-    let rate = total as f64 / replay_seconds;
     println!(
-        "clean run: {total} events replayed in {replay_seconds:.1} s ({rate:.1} events/s), \
+        "clean run: {total} events replayed in {replay_seconds:.1} s, \
          {clean_embedded} sentences embedded"
     );
 
-    // B: killed at seeded moments, restarted each time. Each wait after the API is up is
-    // drawn from 0.5 s .. twice the clean run's time for an equal share of what is left
-    // (the committed position over the kills to come), so the kills spread over the
-    // replay and the last one lands before its end (a restart first redoes its head).
+    // B: killed at seeded moments, restarted each time. Kill k waits until the committed
+    // replay position passes a seeded point of the k-th of `kills + 1` equal slices of the
+    // stream (progress, not time: the machine's speed varies), then a seeded 0.5-2.5 s
+    // more, so each kill lands amid events in flight and the last one before the end.
     let killed = Setup::new(&dir.path().join("b"), &binary, &log);
     let mut killed_embedded = 0.0;
     let mut landed = Vec::new();
@@ -70,10 +69,20 @@ async fn killed_and_restarted_replay_ends_equal_to_a_clean_run() {
         let mut run = killed.start();
         let since_start = Instant::now();
         run.wait_for("API listening", Duration::from_secs(600));
-        let left_seconds = (total - before) as f64 / rate;
-        let bound = (0.5 + 2.0 * left_seconds / (kills - kill + 2) as f64).max(1.0);
-        let wait = 0.5 + (next(&mut seed) % 10_000) as f64 / 10_000.0 * (bound - 0.5);
-        tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+        let listening = Instant::now();
+        let share = (kill - 1) as f64 + (next(&mut seed) % 1000) as f64 / 1000.0;
+        let target = (total as f64 * share / (kills + 1) as f64) as u64;
+        while killed.committed() < target {
+            run.assert_running();
+            assert!(
+                listening.elapsed() < Duration::from_secs(1800),
+                "kill {kill}: the replay is not past {target} within 30 minutes"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let extra = 0.5 + (next(&mut seed) % 2000) as f64 / 1000.0;
+        tokio::time::sleep(Duration::from_secs_f64(extra)).await;
+        let wait = listening.elapsed().as_secs_f64();
         let metrics = run.scrape().await;
         let (finished, embedded) = (metrics.finished(), metrics.embedded());
         let in_flight = metrics.get("casement_indexer_in_flight_events");
@@ -83,8 +92,9 @@ async fn killed_and_restarted_replay_ends_equal_to_a_clean_run() {
         let at = killed.committed();
         println!(
             "kill {kill:>2}: {wait:.1} s after listening ({:.1} s after start); \
-             replay committed {before} -> {at} of {total}; this run finished {finished} \
-             events, {in_flight} in flight, embedded {embedded} sentences{}",
+             replay committed {before} -> {at} of {total} (target {target}); this run \
+             finished {finished} events, {in_flight} in flight, embedded {embedded} \
+             sentences{}",
             since_start.elapsed().as_secs_f64(),
             if after_replay {
                 " (AFTER the replay ended)"
@@ -339,6 +349,16 @@ impl Run {
                     std::fs::read_to_string(&self.stderr).unwrap_or_default()
                 ),
             }
+        }
+    }
+
+    fn assert_running(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!(
+                "casement exited ({status}); stderr ({}):\n{}",
+                self.stderr.display(),
+                std::fs::read_to_string(&self.stderr).unwrap_or_default()
+            );
         }
     }
 
