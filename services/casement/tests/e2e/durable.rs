@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Casement, Client, eventually};
+use crate::support::{Casement, Client, eventually, write_config};
 
 fn native(doc_id: &str, content: String) -> Value {
     json!({"type": "upsert", "doc_id": doc_id, "revision": 1, "title": doc_id,
@@ -41,13 +41,10 @@ fn journaled(data: &std::path::Path) -> usize {
 async fn accepted_events_survive_a_kill_and_a_full_journal_answers_503() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let config = dir.path().join("casement.toml");
     // One lane: the small events queue behind the long one. A 1 ms wait: every answer is 202.
-    std::fs::write(
-        &config,
-        format!(
-            r#"data_dir = "{}"
-[events]
+    let config = write_config(
+        dir.path(),
+        r#"[events]
 max_event_bytes = 131072
 [pipeline]
 lanes = 1
@@ -55,10 +52,7 @@ lanes = 1
 wait_ms = 1
 journal_max_bytes = 131072
 "#,
-            data.display()
-        ),
-    )
-    .unwrap();
+    );
     let mut casement = Casement::start(dir.path(), &config, &[]);
     casement.wait_for_line("ready in", Duration::from_secs(600));
     let client = Client::new(&casement.base);

@@ -19,7 +19,7 @@ mod webhook;
 use std::time::Duration;
 
 use replay::changed_document;
-use support::{Casement, Client, contains, data, eventually};
+use support::{Casement, Client, contains, data, eventually, write_config};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_watch_webhook_delete_and_restart() {
@@ -38,12 +38,9 @@ async fn replay_watch_webhook_delete_and_restart() {
         "# Parking\n\nVisitor parking permits are issued by the front desk on level two.\n",
     )
     .unwrap();
-    let config = dir.path().join("casement.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"data_dir = "{}"
-[events]
+    let config = write_config(
+        dir.path(),
+        r#"[events]
 max_event_bytes = 65536
 [events.debezium]
 doc_id_prefix = "products/"
@@ -54,10 +51,7 @@ format = "text"
 poll_ms = 200
 doc_id_prefix = "kb:"
 "#,
-            dir.path().join("data").display()
-        ),
-    )
-    .unwrap();
+    );
     let log = data("revisions/18f-handbook/sample.jsonl");
     let args = [
         "--replay",

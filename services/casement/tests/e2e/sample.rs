@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Casement, Client, contains, eventually};
+use crate::support::{Casement, Client, contains, eventually, write_config};
 
 /// `make run`'s path: no source configured runs the bundled sample, prints the sample
 /// question's answer with its citation, starts quietly (the checked-out pages are not
@@ -11,15 +11,7 @@ use crate::support::{Casement, Client, contains, eventually};
 async fn the_bundled_sample_answers_and_follows_an_edit() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
-    let config = dir.path().join("casement.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "data_dir = \"{}\"\n[sources.watch]\npoll_ms = 200\n",
-            data_dir.display()
-        ),
-    )
-    .unwrap();
+    let config = write_config(dir.path(), "[sources.watch]\npoll_ms = 200\n");
     let mut casement = Casement::start(dir.path(), &config, &[]);
     let answer = casement.wait_for_line("A: ", Duration::from_secs(600));
     assert!(answer.contains("Wait up to 5 business days"), "{answer}");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::Casement;
+use crate::support::{Casement, write_config};
 
 const OPERATOR: &str = "operator-key-0123456789";
 const ACME: &str = "acme-key-0123456789abcd";
@@ -60,12 +60,8 @@ impl Api {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_with_the_same_doc_id_stay_apart_and_keys_keep_to_their_tenant() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("casement.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"data_dir = "{}"
-[auth]
+    let settings = format!(
+        r#"[auth]
 protect_ops = true
 [[auth.keys]]
 token = "{OPERATOR}"
@@ -75,11 +71,9 @@ tenant = "acme"
 [[auth.keys]]
 token = "{GLOBEX}"
 tenant = "globex"
-"#,
-            dir.path().join("data").display()
-        ),
-    )
-    .unwrap();
+"#
+    );
+    let config = write_config(dir.path(), &settings);
     let mut casement = Casement::start(dir.path(), &config, &[]);
     casement.wait_for_line("ready in", Duration::from_secs(600));
     let api = Api {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Casement, Client, contains, eventually};
+use crate::support::{Casement, Client, contains, eventually, write_config};
 
 const BOILER: &str = "The boiler room key is kept in locker thirty-one.";
 
@@ -48,12 +48,9 @@ async fn a_hostile_folder_neither_hangs_nor_floods() {
     std::os::unix::fs::symlink("/dev/zero", docs.join("zero.md")).unwrap();
     std::fs::write(dir.path().join("secret.md"), "Not for the index.\n").unwrap();
     std::os::unix::fs::symlink(dir.path().join("secret.md"), docs.join("secret.md")).unwrap();
-    let config = dir.path().join("casement.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"data_dir = "{}"
-[events]
+    let config = write_config(
+        dir.path(),
+        r#"[events]
 max_event_bytes = 65536
 [sources.watch]
 poll_ms = 100
@@ -62,10 +59,7 @@ settle_ms = 1000
 dead_letter_max_bytes = 4096
 dead_letter_max_payload_bytes = 1024
 "#,
-            data.display()
-        ),
-    )
-    .unwrap();
+    );
     let args = ["--watch", docs.to_str().unwrap()];
     let mut casement = Casement::start(dir.path(), &config, &args);
     casement.wait_for_line("ready in", Duration::from_secs(600));

@@ -12,6 +12,14 @@ use serde_json::{Value, json};
 
 pub use casement_testkit::{data, eventually};
 
+/// Writes `<dir>/casement.toml`: `data_dir = "<dir>/data"`, then `settings` (TOML).
+pub fn write_config(dir: &Path, settings: &str) -> PathBuf {
+    let config = dir.join("casement.toml");
+    let data_dir = format!("data_dir = \"{}\"\n", dir.join("data").display());
+    std::fs::write(&config, data_dir + settings).expect("config");
+    config
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
