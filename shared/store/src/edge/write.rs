@@ -114,9 +114,6 @@ impl Inner {
                 }
             }
         }
-        if self.flush_every_write {
-            self.flush_locked();
-        }
         self.unindexed.fetch_add(upserted, Ordering::Relaxed);
         Ok(Applied::Written)
     }
