@@ -9,11 +9,12 @@
 //!   `pipeline.embed_linger_ms` for more sentences, and only while other events are on their
 //!   way to the model (read, segmented, planned). A single live edit goes to the model at
 //!   once.
-//! - **Turns.** Each batch is anchored on the event served longest ago: up to a batch of its
-//!   sentences (shortest first), the rest of the batch filled with the other events'
-//!   sentences closest in length to them (the model pads a batch to its longest input). Every
-//!   waiting event is anchored within as many batches as there are waiting events, so a large
-//!   document delays a small edit by a batch or two, not by its whole length.
+//! - **Turns.** Each batch is anchored on one event: up to a batch of its sentences (shortest
+//!   first), the rest filled with the other events' sentences closest in length to them (the
+//!   model pads a batch to its longest input). A newly arrived event is anchored next, then
+//!   events take turns, the one served longest ago first. So a small edit that arrives while
+//!   a large document is on the model is embedded in the next batch, and the large document
+//!   still gets a turn in every few batches (only one event per lane waits at a time).
 //!
 //! A text's vector does not depend on the batch it is computed in with the default models
 //! (fp32, static int8), so batching changes no vector (invariant 1). A failed model call fails
@@ -211,7 +212,7 @@ async fn run(
 #[derive(Default)]
 struct Queue {
     requests: HashMap<u64, Pending>,
-    /// Requests with unsent sentences, the one served longest ago first.
+    /// Requests with unsent sentences: the newest arrival, then the one served longest ago.
     turns: VecDeque<u64>,
     next_id: u64,
     /// Sentences not yet in a batch.
@@ -236,7 +237,7 @@ impl Queue {
         let id = self.next_id;
         self.next_id += 1;
         self.unsent += n;
-        self.turns.push_back(id);
+        self.turns.push_front(id);
         self.requests.insert(
             id,
             Pending {
@@ -389,13 +390,14 @@ mod tests {
         let (big, _big_answer) = request(&long);
         let (small, mut small_answer) = request(&["a", "bb"]);
         queue.push(big);
-        queue.push(small);
-        assert_eq!(queue.unsent, 102);
-        // The big request is anchored first and fills the batch.
+        // The big request alone fills the batch.
         let first = queue.next_batch(32);
         assert_eq!(first.len(), 32);
         assert!(first.iter().all(|&(id, _)| id == 0));
-        // The small one is anchored next: both its sentences and 30 of the big one.
+        // The small one arrives while the model runs it and is anchored next: both its
+        // sentences and 30 of the big one.
+        queue.push(small);
+        assert_eq!(queue.unsent, 70);
         let second = queue.next_batch(32);
         assert_eq!(second.iter().filter(|&&(id, _)| id == 1).count(), 2);
         assert_eq!(second.len(), 32);
@@ -403,6 +405,9 @@ mod tests {
         let vectors = small_answer.try_recv().expect("answered").expect("vectors");
         assert_eq!(vectors.len(), 2);
         assert_eq!(queue.unsent, 102 - 64);
+        // Then the big one again.
+        let third = queue.next_batch(32);
+        assert!(third.iter().all(|&(id, _)| id == 0));
     }
 
     #[test]
@@ -415,8 +420,8 @@ mod tests {
             "y".repeat(200).as_str(),
             "y".repeat(52).as_str(),
         ]);
-        queue.push(anchor);
         queue.push(other);
+        queue.push(anchor); // The newest arrival is anchored.
         let batch = queue.next_batch(3);
         let mut lengths: Vec<usize> = batch.iter().map(|&s| queue.text(s).len()).collect();
         lengths.sort_unstable();
@@ -428,10 +433,10 @@ mod tests {
         let mut queue = Queue::default();
         let (a, mut a_answer) = request(&["ccc", "a", "bb"]);
         let (b, mut b_answer) = request(&["dddd"]);
-        queue.push(a);
         queue.push(b);
+        queue.push(a);
         let batch = queue.next_batch(2);
-        assert_eq!(batch, vec![(0, 1), (0, 2)]);
+        assert_eq!(batch, vec![(1, 1), (1, 2)]);
         let rest = queue.next_batch(8);
         // Vectors are the text lengths: the answer must be in the request's order.
         let by_len = |slots: &[Slot], queue: &Queue| -> Vec<Vec<f32>> {
