@@ -302,7 +302,7 @@ impl Store for EdgeStore {
             return Ok(());
         }
         let inner = self.inner.clone();
-        blocking(move || inner.flush()).await
+        blocking(move || inner.sync()).await
     }
 
     async fn query(&self, query: &HybridQuery) -> Result<Vec<Hit>> {

@@ -136,6 +136,17 @@ impl Inner {
         Ok(())
     }
 
+    /// Flushes every write made so far. During an index build the engine's flush must
+    /// wait: this waits for the build to end (it flushes at its end) and flushes after it,
+    /// so a caller never acknowledges a write that only lives in memory (Edge 0.7.2 does not
+    /// replay its write-ahead log at open).
+    pub(super) fn sync(&self) -> Result<()> {
+        let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
+        let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        self.shard.flush();
+        Ok(())
+    }
+
     /// Builds the index; with `wait`, after a build in progress, else not at all then.
     pub(super) fn optimize(&self, wait: bool) -> Result<bool> {
         let _building = match self.building.try_lock() {
