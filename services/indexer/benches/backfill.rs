@@ -120,16 +120,18 @@ fn main() {
             child.peak_rss_bytes >> 20,
             disk >> 20
         );
-        table.push(format!(
-            "| {} | {} | {} | {:.1} | {:.1} | **{ratio:.2}** | {} | {} |",
-            workload.name,
-            workload.what,
-            child.sentences,
-            child.seconds,
-            rate,
-            child.peak_rss_bytes >> 20,
-            disk >> 20,
-        ) + &format!(" {:.1} |", raw.0));
+        table.push(
+            format!(
+                "| {} | {} | {} | {:.1} | {:.1} | **{ratio:.2}** | {} | {} |",
+                workload.name,
+                workload.what,
+                child.sentences,
+                child.seconds,
+                rate,
+                child.peak_rss_bytes >> 20,
+                disk >> 20,
+            ) + &format!(" {:.1} |", raw.0),
+        );
         runs.insert(
             workload.name.to_owned(),
             json!({
@@ -166,7 +168,9 @@ fn main() {
     }
     println!(
         "\nwrote {}",
-        casement_testkit::bench_dir().join("backfill.json").display()
+        casement_testkit::bench_dir()
+            .join("backfill.json")
+            .display()
     );
 }
 
@@ -450,7 +454,10 @@ async fn kafka_catch_up(bin: &Path, dir: &Path, events: &[LogEvent]) -> Child {
         };
         let finished: f64 = series(&text, "casement_indexer_events_total{").iter().sum();
         if finished as usize >= events.len() {
-            let embedded = series(&text, "casement_indexer_sentences_total{decision=\"embedded\"}");
+            let embedded = series(
+                &text,
+                "casement_indexer_sentences_total{decision=\"embedded\"}",
+            );
             let documents = series(&text, "casement_index_documents ");
             let points = series(&text, "casement_index_points ");
             break (

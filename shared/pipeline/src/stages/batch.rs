@@ -62,7 +62,10 @@ impl std::fmt::Debug for Batcher {
         f.debug_struct("Batcher")
             .field("pool", &self.inner.pool)
             .field("config", &self.inner.config)
-            .field("upstream", &self.inner.upstream.count.load(Ordering::Relaxed))
+            .field(
+                "upstream",
+                &self.inner.upstream.count.load(Ordering::Relaxed),
+            )
             .finish()
     }
 }
@@ -280,7 +283,10 @@ impl Queue {
             return Vec::new();
         };
         let mut slots = Vec::with_capacity(size);
-        let pending = self.requests.get_mut(&anchor).expect("a turn has a request");
+        let pending = self
+            .requests
+            .get_mut(&anchor)
+            .expect("a turn has a request");
         while slots.len() < size {
             let Some(i) = pending.unsent.pop_front() else {
                 break;
@@ -312,7 +318,10 @@ impl Queue {
                 candidates.truncate(room);
             }
             for &(_, _, (id, i)) in &candidates {
-                let other = self.requests.get_mut(&id).expect("a candidate has a request");
+                let other = self
+                    .requests
+                    .get_mut(&id)
+                    .expect("a candidate has a request");
                 other.unsent.retain(|&j| j != i);
                 slots.push((id, i));
             }
@@ -385,7 +394,9 @@ mod tests {
     #[test]
     fn a_batch_mixes_events_and_every_waiting_event_gets_a_turn() {
         let mut queue = Queue::default();
-        let long: Vec<String> = (0..100).map(|i| format!("sentence {i:03} of the big one")).collect();
+        let long: Vec<String> = (0..100)
+            .map(|i| format!("sentence {i:03} of the big one"))
+            .collect();
         let long: Vec<&str> = long.iter().map(String::as_str).collect();
         let (big, _big_answer) = request(&long);
         let (small, mut small_answer) = request(&["a", "bb"]);
@@ -440,7 +451,10 @@ mod tests {
         let rest = queue.next_batch(8);
         // Vectors are the text lengths: the answer must be in the request's order.
         let by_len = |slots: &[Slot], queue: &Queue| -> Vec<Vec<f32>> {
-            slots.iter().map(|&s| vec![queue.text(s).len() as f32]).collect()
+            slots
+                .iter()
+                .map(|&s| vec![queue.text(s).len() as f32])
+                .collect()
         };
         let first = by_len(&batch, &queue);
         queue.deliver(&batch, Ok(first));
@@ -448,12 +462,20 @@ mod tests {
         queue.deliver(&rest, Ok(rest_vectors));
         let a_vectors = a_answer.try_recv().expect("answered").expect("vectors");
         assert_eq!(a_vectors, vec![vec![3.0], vec![1.0], vec![2.0]]);
-        assert_eq!(b_answer.try_recv().expect("answered").expect("b"), vec![vec![4.0]]);
+        assert_eq!(
+            b_answer.try_recv().expect("answered").expect("b"),
+            vec![vec![4.0]]
+        );
 
         let (c, mut c_answer) = request(&["e", "f"]);
         queue.push(c);
         let batch = queue.next_batch(1);
-        queue.deliver(&batch, Err(Error::Inference { reason: "boom".into() }));
+        queue.deliver(
+            &batch,
+            Err(Error::Inference {
+                reason: "boom".into(),
+            }),
+        );
         assert!(c_answer.try_recv().expect("answered").is_err());
         assert!(queue.requests.is_empty());
         assert_eq!(queue.unsent, 0);

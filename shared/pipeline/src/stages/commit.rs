@@ -36,7 +36,12 @@ pub async fn run<S: Store>(
         }
         let wrote = group
             .iter()
-            .filter(|d| matches!(d.finished.outcome, Outcome::Applied(_) | Outcome::Deleted(_)))
+            .filter(|d| {
+                matches!(
+                    d.finished.outcome,
+                    Outcome::Applied(_) | Outcome::Deleted(_)
+                )
+            })
             .count();
         if wrote > 0 {
             let mut backoff = Backoff::new(&config);
