@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PipelineConfig {
-    /// Documents processed concurrently (events of one document always run in order).
+    /// Documents processed concurrently (events of one document always run in order). The
+    /// more lanes, the more sentences wait for the model at once, so batches are full and of
+    /// similar lengths; each lane holds one event.
     pub lanes: usize,
     /// Capacity of each channel between stages; a full pipeline pauses the consumer.
     pub channel_capacity: usize,
@@ -45,7 +47,7 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
-            lanes: 4,
+            lanes: 16,
             channel_capacity: 64,
             commit_interval_ms: 200,
             retry_initial_ms: 100,

@@ -9,12 +9,14 @@
 //!   `pipeline.embed_linger_ms` for more sentences, and only while other events are on their
 //!   way to the model (read, segmented, planned). A single live edit goes to the model at
 //!   once.
-//! - **Turns.** Each batch is anchored on one event: up to a batch of its sentences (shortest
-//!   first), the rest filled with the other events' sentences closest in length to them (the
-//!   model pads a batch to its longest input). A newly arrived event is anchored next, then
-//!   events take turns, the one served longest ago first. So a small edit that arrives while
-//!   a large document is on the model is embedded in the next batch, and the large document
-//!   still gets a turn in every few batches (only one event per lane waits at a time).
+//! - **Similar lengths.** The model pads a batch to its longest input, so a batch is the
+//!   window of waiting sentences, sorted by length, with the least spread: with a few lanes
+//!   of work waiting, batches are nearly as uniform as a corpus sorted by length.
+//! - **Turns.** Each batch is anchored on one event and includes its shortest unsent
+//!   sentence. A newly arrived event is anchored next, then events take turns, the one served
+//!   longest ago first. So a small edit that arrives while a large document is on the model
+//!   is embedded in the next batch, and every waiting event gets a sentence into one of the
+//!   next few batches (only one event per lane waits at a time).
 //!
 //! A text's vector does not depend on the batch it is computed in with the default models
 //! (fp32, static int8), so batching changes no vector (invariant 1). A failed model call fails
@@ -277,56 +279,53 @@ impl Queue {
         }
     }
 
-    /// The next batch: the anchor's sentences, then the closest in length of the others.
+    /// The next batch: `size` waiting sentences of similar length (the model pads a batch
+    /// to its longest input), always including the anchor's shortest unsent sentence.
     fn next_batch(&mut self, size: usize) -> Vec<Slot> {
         let Some(anchor) = self.turns.pop_front() else {
             return Vec::new();
         };
-        let mut slots = Vec::with_capacity(size);
-        let pending = self
-            .requests
-            .get_mut(&anchor)
-            .expect("a turn has a request");
-        while slots.len() < size {
-            let Some(i) = pending.unsent.pop_front() else {
-                break;
-            };
-            slots.push((anchor, i));
+        let anchor_first = *self.requests[&anchor]
+            .unsent
+            .front()
+            .expect("a turn has unsent sentences");
+        let mut pool: Vec<(usize, Slot)> = std::iter::once(anchor)
+            .chain(self.turns.iter().copied())
+            .flat_map(|id| {
+                let pending = &self.requests[&id];
+                pending
+                    .unsent
+                    .iter()
+                    .map(move |&i| (pending.texts[i].len(), (id, i)))
+            })
+            .collect();
+        pool.sort_unstable();
+        let chosen = if pool.len() <= size {
+            pool
+        } else {
+            let at = pool
+                .iter()
+                .position(|&(_, slot)| slot == (anchor, anchor_first))
+                .expect("the anchor's sentence is in the pool");
+            // The window of `size` around it with the least spread of lengths.
+            let first = at.saturating_sub(size - 1);
+            let last = at.min(pool.len() - size);
+            let start = (first..=last)
+                .min_by_key(|&s| pool[s + size - 1].0 - pool[s].0)
+                .expect("a window");
+            pool[start..start + size].to_vec()
+        };
+        let slots: Vec<Slot> = chosen.into_iter().map(|(_, slot)| slot).collect();
+        for &(id, i) in &slots {
+            let pending = self.requests.get_mut(&id).expect("a slot has a request");
+            if let Some(at) = pending.unsent.iter().position(|&j| j == i) {
+                pending.unsent.remove(at);
+            }
         }
-        let lengths: Vec<usize> = slots.iter().map(|&(_, i)| pending.texts[i].len()).collect();
-        let (low, high) = (lengths[0], lengths[lengths.len() - 1]);
-        if !pending.unsent.is_empty() {
+        if !self.requests[&anchor].unsent.is_empty() {
             self.turns.push_back(anchor);
         }
-        if slots.len() < size {
-            // Distance in length from the anchor's range; earlier turns break ties.
-            let mut candidates: Vec<(usize, usize, Slot)> = Vec::new();
-            for (turn, &id) in self.turns.iter().enumerate() {
-                if id == anchor {
-                    continue;
-                }
-                let other = &self.requests[&id];
-                for &i in &other.unsent {
-                    let len = other.texts[i].len();
-                    let distance = low.saturating_sub(len) + len.saturating_sub(high);
-                    candidates.push((distance, turn, (id, i)));
-                }
-            }
-            let room = size - slots.len();
-            if candidates.len() > room {
-                candidates.select_nth_unstable(room - 1);
-                candidates.truncate(room);
-            }
-            for &(_, _, (id, i)) in &candidates {
-                let other = self
-                    .requests
-                    .get_mut(&id)
-                    .expect("a candidate has a request");
-                other.unsent.retain(|&j| j != i);
-                slots.push((id, i));
-            }
-            self.turns.retain(|id| !self.requests[id].unsent.is_empty());
-        }
+        self.turns.retain(|id| !self.requests[id].unsent.is_empty());
         self.unsent -= slots.len();
         slots
     }
