@@ -157,7 +157,7 @@ fn main() {
             "batch": embedder.batch_size,
             "runs": runs,
         });
-        casement_testkit::write_bench_json("backfill", &report);
+        casement_testkit::write_bench_json("backfill.json", &report);
     }
     println!(
         "\n| run | input | sentences embedded | seconds | sentences/s | ratio to raw | peak RSS MiB | disk MiB | raw sentences/s |"
@@ -166,12 +166,6 @@ fn main() {
     for row in table {
         println!("{row}");
     }
-    println!(
-        "\nwrote {}",
-        casement_testkit::bench_dir()
-            .join("backfill.json")
-            .display()
-    );
 }
 
 /// `target/release/{casement,casement-indexer}`.
