@@ -12,7 +12,6 @@ use casement_text::TextConfig;
 use crate::config::{EnrichConfig, PipelineConfig};
 use crate::metrics::Metrics;
 use crate::processor::Processor;
-use crate::stages::batch::{BatchConfig, Batcher};
 use crate::stages::embed::{Embedder, embedding_cache};
 use crate::stages::enrich::Enricher;
 
@@ -41,19 +40,12 @@ pub fn processor<S: Store>(
     model: Arc<dyn Embed>,
     store: S,
 ) -> anyhow::Result<Processor<S>> {
-    let batcher = Batcher::new(
-        BlockingPool::new(model.clone(), config.pipeline.embed_concurrency),
-        BatchConfig {
-            batch: config.pipeline.embed_batch,
-            linger: config.pipeline.embed_linger(),
-            concurrency: config.pipeline.embed_concurrency,
-        },
-        metrics.clone(),
-    );
     let embedder = Embedder::new(
-        batcher,
+        BlockingPool::new(model.clone(), config.pipeline.embed_concurrency),
         model.model_id().to_owned(),
         embedding_cache(config.pipeline.embedding_cache_entries),
+        config.pipeline.embed_slice,
+        metrics.clone(),
     );
     Ok(Processor::new(
         store,

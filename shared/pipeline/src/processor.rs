@@ -141,8 +141,6 @@ impl<S: Store> Processor<S> {
             metrics: &self.metrics,
             clock: Instant::now(),
         };
-        // Until this event asks for vectors, a partial model batch may wait for it.
-        let on_the_way = self.embedder.on_the_way();
         let fenced = fence::run(&self.store, event).await?;
         lap.done(Stage::Fence);
         let (revision, indexed) = match fenced {
@@ -188,7 +186,6 @@ impl<S: Store> Processor<S> {
                 indexed_revision: state.revision,
             });
         }
-        drop(on_the_way);
         let embedded = self
             .embedder
             .embed(&plan.embed, !self.whole_documents)
