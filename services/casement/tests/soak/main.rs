@@ -10,6 +10,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod process;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

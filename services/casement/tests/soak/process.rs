@@ -2,11 +2,12 @@
 //! `casement run --replay` on it (`Run`: its committed replay position, metrics, SIGKILL
 //! or SIGTERM), and a scrape of its `/metrics`.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use crate::support::{stdout_lines, write_config};
 
 /// One data directory and its config; runs replay the same log into it.
 pub struct Setup {
@@ -21,8 +22,7 @@ impl Setup {
     pub fn new(dir: &Path, binary: &Path, log: &Path) -> Self {
         std::fs::create_dir_all(dir).unwrap();
         let data = dir.join("data");
-        let config = dir.join("casement.toml");
-        std::fs::write(&config, format!("data_dir = \"{}\"\n", data.display())).unwrap();
+        let config = write_config(dir, "");
         Self {
             dir: dir.to_owned(),
             data,
@@ -63,15 +63,7 @@ impl Setup {
             .stderr(stderr)
             .spawn()
             .expect("start casement");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = stdout_lines(&mut child);
         Run {
             child,
             lines,

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[allow(unused_imports)] // Each test binary uses some of them.
 pub use casement_testkit::{data, eventually};
 
 /// Writes `<dir>/casement.toml`: `data_dir = "<dir>/data"`, then `settings` (TOML).
@@ -18,6 +19,20 @@ pub fn write_config(dir: &Path, settings: &str) -> PathBuf {
     let data_dir = format!("data_dir = \"{}\"\n", dir.join("data").display());
     std::fs::write(&config, data_dir + settings).expect("config");
     config
+}
+
+/// The child's stdout (piped), line by line, read on a thread of its own.
+pub fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
 }
 
 pub fn free_port() -> u16 {
@@ -54,15 +69,7 @@ impl Casement {
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
             .spawn()
             .expect("start casement");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = stdout_lines(&mut child);
         Self {
             child,
             lines,
