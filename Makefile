@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-query fuzz-query soak-restart fmt
+.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query fuzz-query soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, answers a sample question,
@@ -56,6 +56,15 @@ bench-store:
 ## single edits (needs ../shared/data); writes target/bench/pipeline.json.
 bench-pipeline: models
 	$(CARGO) bench --locked -p casement-indexer --bench pipeline
+
+## Bulk indexing at the model's speed (issue 16): the raw embedder, then the release binaries
+## over SciFact (5,183 abstracts), SQuAD (48 articles), the 18F pages as a folder and the
+## full 18F history through the Kafka indexer (mock cluster): sentences/s, ratio to the raw
+## model, peak RSS, disk (needs ../shared/data; about 30 minutes on 2 cores); writes
+## target/bench/backfill.json. BACKFILL_RUNS=scifact,squad,handbook_folder,history_kafka.
+bench-backfill: models
+	$(CARGO) build --release --locked -p casement -p casement-indexer
+	$(CARGO) bench --locked -p casement-indexer --bench backfill
 
 ## The query service's release binary over >= 100k indexed sentences of real text, loaded
 ## over HTTP at concurrency 1 and 8, with and without rerank (needs ../shared/data); builds

@@ -208,6 +208,19 @@ def main():
         )
         subprocess.run([str(python), "-c", script, str(model_dir / "model.onnx"), str(out)], check=True)
 
+    def build_int8_static(out):
+        python = venv_python()
+        subprocess.run([str(python), str(HERE / "quantize_static.py"), str(model_dir / "model.onnx"),
+                        str(model_dir / "tokenizer.json"), str(HERE / "calibration.tsv"), str(out)], check=True)
+
+    static_how = (
+        "model.onnx quantised by deploy/models/quantize_static.py (sha256 "
+        f"{sha256(HERE / 'quantize_static.py')}): onnxruntime.quantization.quantize_static, QDQ, "
+        "MinMax activation scales calibrated on deploy/models/calibration.tsv (sha256 "
+        f"{sha256(HERE / 'calibration.tsv')}), uint8 activations, int8 per-channel weights with "
+        "reduce_range, weight MatMuls only except the FFN input projections; batch-independent"
+    )
+
     derived = [
         ("all-MiniLM-L6-v2/model.onnx", build_fp32, "fp32 BERT graph built from model.safetensors by deploy/models/build_bert_onnx.py"),
         # Unsigned weights (u8u8 kernels): with signed weights, ONNX Runtime's u8s8 kernels on
@@ -215,6 +228,9 @@ def main():
         # over the 64 reference texts on an AMD EPYC with AVX2 only; 0.969 with reduce_range);
         # unsigned per-channel weights give 0.976 there.
         ("all-MiniLM-L6-v2/model.int8.onnx", build_int8, "model.onnx quantised by onnxruntime.quantization.quantize_dynamic (uint8 weights, per channel)"),
+        # Static scales: a vector no longer depends on the batch it was computed in (dynamic
+        # int8's does, which breaks "incremental indexing equals a rebuild"). Issue #16.
+        ("all-MiniLM-L6-v2/model.int8-static.onnx", build_int8_static, static_how),
     ]
     for relative, build, how in derived:
         path = ensure_derived(relative, manifest, build, how)

@@ -2,6 +2,10 @@
 //! summary. A path is a revision log (`.jsonl`, `.jsonl.gz`) or a directory: its revision
 //! logs are replayed and its Markdown, HTML and text files indexed as documents (the
 //! watch source's naming: path without extension, after `sources.watch.doc_id_prefix`).
+//!
+//! The store is in bulk mode meanwhile (no vector index build as points arrive), and the
+//! index is built, in full, before the summary: a backfill that says done is searchable
+//! at full speed.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -44,6 +48,9 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
         config.data_dir.display()
     );
     let engine = Engine::start(config.clone(), positions).await?;
+    // Bulk loading: no vector index build while the corpus streams in (each would index
+    // everything written so far again and take the cores from the model); one at the end.
+    engine.store.set_bulk(true);
     let total = inputs.events.len() as u64;
     let replay_task = tokio::spawn(replay::run(engine.feeder.clone(), inputs.events, 0, None));
     if total > 0 {
@@ -65,6 +72,14 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
         )
         .await;
     }
+    engine.store.set_bulk(false);
+    let building = Instant::now();
+    if engine.store.optimize().await? {
+        eprintln!(
+            "built the vector index in {:.1} s",
+            building.elapsed().as_secs_f64()
+        );
+    }
     let stats = casement_store::Store::stats(&engine.store).await?;
     let seconds = started.elapsed().as_secs_f64();
     let embedded = engine.sentences(Decision::Embedded);
@@ -84,5 +99,17 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
         embedded as f64 / seconds.max(1e-9),
         engine.sentences(Decision::Reused),
     );
-    engine.stop().await
+    engine.stop().await?;
+    if let Some(peak) = peak_memory() {
+        println!("peak memory: {peak} bytes ({} MiB)", peak >> 20);
+    }
+    Ok(())
+}
+
+/// The process's peak resident set (`VmHWM` of /proc/self/status), where there is one.
+fn peak_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

@@ -64,6 +64,9 @@ impl Store for FailingStore {
     async fn stats(&self) -> Result<StoreStats> {
         self.inner.stats().await
     }
+    async fn sync(&self) -> Result<()> {
+        self.inner.sync().await
+    }
 }
 
 /// Publishes the first `n` events of the 18F sample; returns the file they came from.

@@ -29,7 +29,7 @@ fn store_config(dir: &Path) -> StoreConfig {
     config.edge.path = dir.join("index");
     // A benchmark index built once: no flush after every document (the WAL still makes
     // an interrupted build resumable).
-    config.edge.flush_every_write = false;
+    config.edge.sync_writes = false;
     config
 }
 

@@ -14,9 +14,9 @@ use std::path::Path;
 use casement_text::{Format, Revision};
 
 use crate::{Event, EventFormat, NativeEvent, NativeType, Rejection};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LogEvent {
     pub doc_id: String,
     pub revision: u64,

@@ -145,4 +145,24 @@ fn a_vector_does_not_depend_on_the_batch_it_is_computed_in() {
         int8_single >= 0.99999,
         "int8 with batch_size 1: min cosine {int8_single}"
     );
+    // Static int8: activation scales fixed at provisioning, so batches of 32 are fine.
+    let int8_static = embed_alone_and_together(&EmbedderConfig {
+        precision: Precision::Int8Static,
+        batch_size: 32,
+        ..EmbedderConfig::default()
+    });
+    assert!(
+        int8_static >= 0.99999,
+        "static int8 alone vs in a batch of 32: min cosine {int8_static}"
+    );
+}
+
+#[test]
+fn static_int8_stays_close_to_sentence_transformers() {
+    let results = cosines(Precision::Int8Static, 32);
+    let min = results.iter().map(|r| r.0).fold(f32::MAX, f32::min);
+    let mean = results.iter().map(|r| r.0).sum::<f32>() / results.len() as f32;
+    eprintln!("static int8: min cosine {min:.4}, mean {mean:.4}");
+    assert!(min >= 0.97, "static int8 min cosine {min} < 0.97");
+    assert!(mean >= 0.99, "static int8 mean cosine {mean} < 0.99");
 }

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PipelineConfig {
-    /// Documents processed concurrently (events of one document always run in order).
+    /// Documents processed concurrently (events of one document always run in order). The
+    /// more lanes, the more sentences wait for the model at once, so batches are full and of
+    /// similar lengths; each lane holds one event.
     pub lanes: usize,
     /// Capacity of each channel between stages; a full pipeline pauses the consumer.
     pub channel_capacity: usize,
@@ -22,10 +24,17 @@ pub struct PipelineConfig {
     pub embedding_cache_entries: u64,
     /// Models run by this many threads at once.
     pub embed_concurrency: usize,
-    /// Sentences embedded per turn on the model. Events take turns (first come, first
-    /// served) slice by slice, so a large document does not hold a small edit behind it
-    /// for longer than one slice.
-    pub embed_slice: usize,
+    /// Sentences per model call. The batcher gathers them across events (a backlog of small
+    /// edits makes full batches) and gives every waiting event a turn, so a large document
+    /// delays a small edit by a batch or two.
+    pub embed_batch: usize,
+    /// A batch that is not full waits at most this long for more sentences, and only while
+    /// other events are on their way to the model: a lone live edit never waits.
+    pub embed_linger_ms: u64,
+    /// Writes of many events are made durable by one flush of the store (group commit):
+    /// what finished while the previous flush ran, at most this many events. An event is
+    /// acknowledged only after the flush that covers it.
+    pub group_commit_events: usize,
     /// A revision with more sentences than this is dead-lettered (`too_large`) instead of
     /// being embedded: a page of text without punctuation or a runaway generated file
     /// would otherwise hold the model for minutes and its vectors in memory.
@@ -38,14 +47,16 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
-            lanes: 4,
+            lanes: 16,
             channel_capacity: 64,
             commit_interval_ms: 200,
             retry_initial_ms: 100,
             retry_max_ms: 10_000,
             embedding_cache_entries: 100_000,
             embed_concurrency: 1,
-            embed_slice: 32,
+            embed_batch: 32,
+            embed_linger_ms: 5,
+            group_commit_events: 512,
             max_document_sentences: 5_000,
             shutdown_grace_ms: 30_000,
         }
@@ -58,6 +69,9 @@ impl PipelineConfig {
     }
     pub fn retry_max(&self) -> Duration {
         Duration::from_millis(self.retry_max_ms)
+    }
+    pub fn embed_linger(&self) -> Duration {
+        Duration::from_millis(self.embed_linger_ms)
     }
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
@@ -128,12 +142,13 @@ impl PipelineConfig {
         if self.lanes == 0
             || self.channel_capacity == 0
             || self.embed_concurrency == 0
-            || self.embed_slice == 0
+            || self.embed_batch == 0
+            || self.group_commit_events == 0
             || self.max_document_sentences == 0
         {
             return Err(
-                "pipeline.lanes, channel_capacity, embed_concurrency, embed_slice and \
-                 max_document_sentences must be ≥ 1"
+                "pipeline.lanes, channel_capacity, embed_concurrency, embed_batch, \
+                 group_commit_events and max_document_sentences must be ≥ 1"
                     .into(),
             );
         }

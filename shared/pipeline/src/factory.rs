@@ -12,6 +12,7 @@ use casement_text::TextConfig;
 use crate::config::{EnrichConfig, PipelineConfig};
 use crate::metrics::Metrics;
 use crate::processor::Processor;
+use crate::stages::batch::{BatchConfig, Batcher};
 use crate::stages::embed::{Embedder, embedding_cache};
 use crate::stages::enrich::Enricher;
 
@@ -40,12 +41,19 @@ pub fn processor<S: Store>(
     model: Arc<dyn Embed>,
     store: S,
 ) -> anyhow::Result<Processor<S>> {
-    let embedder = Embedder::new(
+    let batcher = Batcher::new(
         BlockingPool::new(model.clone(), config.pipeline.embed_concurrency),
+        BatchConfig {
+            batch: config.pipeline.embed_batch,
+            linger: config.pipeline.embed_linger(),
+            concurrency: config.pipeline.embed_concurrency,
+        },
+        metrics.clone(),
+    );
+    let embedder = Embedder::new(
+        batcher,
         model.model_id().to_owned(),
         embedding_cache(config.pipeline.embedding_cache_entries),
-        config.pipeline.embed_slice,
-        metrics.clone(),
     );
     Ok(Processor::new(
         store,

@@ -28,6 +28,8 @@ pub struct Metrics {
     pub partitions: IntGauge,
     pub in_flight: IntGauge,
     pub store_write: Histogram,
+    pub flush_duration: Histogram,
+    pub commit_group: Histogram,
     pub points: IntGauge,
     pub documents: IntGauge,
 }
@@ -156,8 +158,18 @@ impl Metrics {
             ),
             store_write: r.histogram(
                 "casement_indexer_store_write_duration_seconds",
-                "Duration of one durable write (one event's plan).",
+                "Duration of one event's write (its plan), before the group flush.",
                 &LATENCY,
+            ),
+            flush_duration: r.histogram(
+                "casement_indexer_store_flush_duration_seconds",
+                "Duration of one flush of the store (group commit).",
+                &LATENCY,
+            ),
+            commit_group: r.histogram(
+                "casement_indexer_commit_group_events",
+                "Written events made durable by one flush (group commit).",
+                &BATCH,
             ),
             points: r.gauge("casement_index_points", "Sentence points in the index."),
             documents: r.gauge(

@@ -141,6 +141,8 @@ impl<S: Store> Processor<S> {
             metrics: &self.metrics,
             clock: Instant::now(),
         };
+        // Until this event asks for vectors, a partial model batch may wait for it.
+        let on_the_way = self.embedder.on_the_way();
         let fenced = fence::run(&self.store, event).await?;
         lap.done(Stage::Fence);
         let (revision, indexed) = match fenced {
@@ -186,6 +188,7 @@ impl<S: Store> Processor<S> {
                 indexed_revision: state.revision,
             });
         }
+        drop(on_the_way);
         let embedded = self
             .embedder
             .embed(&plan.embed, !self.whole_documents)

@@ -1,8 +1,10 @@
 //! Starting the pipeline: the stages as tasks, bounded channels between them.
 //!
 //! ```text
-//! source ─▶ route (decode) ─┬─▶ lane 0..N: fence → read → segment → enrich → plan → embed → write ─┬─▶ ack
-//!                           └─▶ dead letters ◀── (events that can never succeed) ─────────────────┘
+//! source ─▶ route (decode) ─┬─▶ lane 0..N: fence → read → segment → enrich → plan → embed → write ─▶ commit ─┬─▶ ack
+//!                           │                                                  ▲                               │
+//!                           │                                   batcher (model batches across lanes)           │
+//!                           └─▶ dead letters ◀── (events that can never succeed) ──────────────────────────────┘
 //! ```
 //!
 //! Each message carries its [`Receipt`] (where it came from, whether it is a resend, who
@@ -22,7 +24,7 @@ use crate::offsets::Offsets;
 use crate::outcome::{Finished, Outcome};
 use crate::processor::Processor;
 use crate::source::{Acknowledge, DeadLetter, DeadLetterSink, Origin, SourceMessage};
-use crate::stages::{ack, dead_letter, lane, route};
+use crate::stages::{ack, commit, dead_letter, lane, route};
 
 /// What travels with a message from the source to the ack stage.
 #[derive(Debug)]
@@ -111,6 +113,7 @@ where
     let (input_tx, input_rx) = mpsc::channel(capacity);
     let (letters_tx, letters_rx) = mpsc::channel(capacity);
     let (done_tx, done_rx) = mpsc::channel(capacity * 4);
+    let (written_tx, written_rx) = mpsc::channel(capacity * 4);
     let metrics = stages.processor.metrics().clone();
     let mut tasks = JoinSet::new();
 
@@ -123,10 +126,19 @@ where
             stages.processor.clone(),
             stages.config.clone(),
             letters_tx.clone(),
-            done_tx.clone(),
+            written_tx.clone(),
             shutdown.clone(),
         ));
     }
+    drop(written_tx);
+    tasks.spawn(commit::run(
+        written_rx,
+        done_tx.clone(),
+        stages.processor.clone(),
+        stages.config.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
     tasks.spawn(route::run(
         input_rx,
         lane_senders,

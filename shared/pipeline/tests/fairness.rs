@@ -1,6 +1,6 @@
 //! Head-of-line blocking (issue 22): a large valid document takes turns on the model with
-//! the other lanes' events, one `embed_slice` at a time, so a small edit sent while it is
-//! being embedded finishes long before it; a revision over `max_document_sentences` is
+//! the other lanes' events (the batcher anchors each batch on the event served longest ago),
+//! so a small edit sent while it is being embedded finishes long before it; a revision over `max_document_sentences` is
 //! dead-lettered as too large instead of being embedded.
 
 use std::sync::{Arc, Mutex};
@@ -71,7 +71,7 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
     let metrics = Metrics::new();
     let pipeline = PipelineConfig {
         lanes: 2,
-        embed_slice: 32,
+        embed_batch: 32,
         max_document_sentences: 1_000,
         ..PipelineConfig::default()
     };
@@ -155,9 +155,13 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
     assert!(matches!(first.outcome, Outcome::Applied(d) if d.embedded == 2));
     assert_eq!(second.document.as_ref().map(|d| d.0.as_str()), Some(big));
     assert!(matches!(second.outcome, Outcome::Applied(d) if d.embedded == 960));
+    assert!(
+        slices_before_small <= 5,
+        "the edit waited for {slices_before_small} batches"
+    );
     assert_eq!(
         slices, 31,
-        "30 slices of the large document and one of the edit"
+        "962 sentences in batches of 32: the edit shares a batch with the large document"
     );
 
     // Over the limit: dead-lettered with the reason, nothing embedded.

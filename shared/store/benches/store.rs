@@ -248,7 +248,7 @@ async fn main() {
         "settings".into(),
         json!({
             "dimension": DIMENSION,
-            "flush_every_write": config.edge.flush_every_write,
+            "sync_writes": config.edge.sync_writes,
             "index_after_points": config.edge.index_after_points,
             "limit": 10,
             "candidates_per_channel": 50,

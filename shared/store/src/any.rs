@@ -29,6 +29,24 @@ impl AnyStore {
             Backend::Server => ServerStore::open(config, dimension).await.map(Self::Server),
         }
     }
+
+    /// Bulk loading (a backfill): on Edge, the vector index is not built while it is on;
+    /// turning it off builds it (see [`EdgeStore::set_bulk`]). A server builds its index
+    /// with its own optimizer.
+    pub fn set_bulk(&self, on: bool) {
+        if let Self::Edge(store) = self {
+            store.set_bulk(on);
+        }
+    }
+
+    /// Builds the vector index now and returns when it is done (Edge; a server's optimizer
+    /// runs on its own).
+    pub async fn optimize(&self) -> Result<bool> {
+        match self {
+            Self::Edge(store) => store.optimize().await,
+            Self::Server(_) => Ok(false),
+        }
+    }
 }
 
 macro_rules! dispatch {
@@ -77,5 +95,9 @@ impl Store for AnyStore {
 
     async fn stats(&self) -> Result<StoreStats> {
         dispatch!(self, s => s.stats().await)
+    }
+
+    async fn sync(&self) -> Result<()> {
+        dispatch!(self, s => s.sync().await)
     }
 }

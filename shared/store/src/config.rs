@@ -49,10 +49,14 @@ pub struct EdgeSettings {
     /// Build the HNSW index once this many dense vectors are not indexed yet; below it a
     /// search scans them, which is fast at that size.
     pub index_after_points: usize,
-    /// Flush the write-ahead log and segments to disk after every applied plan, so an
-    /// acknowledged write survives a power loss, not only a crash of the process. While the
-    /// index is being built in the background, flushes wait for the build's own at its end.
-    pub flush_every_write: bool,
+    /// Flush the write-ahead log and segments to disk before events are acknowledged. One
+    /// flush covers the writes of every event that finished meanwhile (group commit); while
+    /// the index is being built in the background, it waits for the build's own flush at
+    /// its end. Turn off for benchmarks only: Qdrant Edge 0.7.2 does not replay its
+    /// write-ahead log at open, so a crash may lose writes acknowledged without a flush.
+    /// (`flush_every_write`, its old name, is still read.)
+    #[serde(alias = "flush_every_write")]
+    pub sync_writes: bool,
 }
 
 impl Default for EdgeSettings {
@@ -60,7 +64,7 @@ impl Default for EdgeSettings {
         Self {
             path: PathBuf::from("data/index"),
             index_after_points: 20_000,
-            flush_every_write: true,
+            sync_writes: true,
         }
     }
 }

@@ -143,6 +143,13 @@ pub trait Store: Send + Sync {
     ) -> impl Future<Output = Result<HashMap<Uuid, Vec<f32>>>> + Send;
 
     fn stats(&self) -> impl Future<Output = Result<StoreStats>> + Send;
+
+    /// Makes every write that returned before this call durable: one flush of the
+    /// write-ahead log and segments covers the writes of many events (group commit). A
+    /// backend whose writes are durable when they return does nothing.
+    fn sync(&self) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
 }
 
 /// Deletes a document: every point goes and a tombstone at `revision` stays, so a later

@@ -1,16 +1,13 @@
 //! Embed stage: vectors for the plan's records through a cache keyed by hash(model id +
-//! embedding input), so a revert or a replay costs no model call (invariant 2). The model
-//! runs on its blocking pool, never on the async executor, one slice of `embed_slice`
-//! sentences per turn: the pool serves waiting slices first come, first served, so the
-//! lanes take turns and a large document delays a small edit by at most a slice per lane.
+//! embedding input), so a revert or a replay costs no model call (invariant 2). What the
+//! cache does not have goes to the [`Batcher`](super::batch::Batcher), which runs the model
+//! on its blocking pool in batches shared with the other lanes' events.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use casement_inference::BlockingPool;
 use casement_text::{SentenceRecord, hash_hex};
 
-use crate::metrics::Metrics;
+use super::batch::{Batcher, OnTheWay};
 
 pub type EmbeddingCache = moka::sync::Cache<String, Arc<Vec<f32>>>;
 
@@ -20,11 +17,9 @@ pub fn embedding_cache(max_entries: u64) -> EmbeddingCache {
 
 #[derive(Debug, Clone)]
 pub struct Embedder {
-    pool: BlockingPool,
+    batcher: Batcher,
     model_id: String,
     cache: EmbeddingCache,
-    slice: usize,
-    metrics: Metrics,
 }
 
 /// Vectors for a batch of records, and how many came from the model.
@@ -36,20 +31,18 @@ pub struct Embedded {
 }
 
 impl Embedder {
-    pub fn new(
-        pool: BlockingPool,
-        model_id: String,
-        cache: EmbeddingCache,
-        slice: usize,
-        metrics: Metrics,
-    ) -> Self {
+    pub fn new(batcher: Batcher, model_id: String, cache: EmbeddingCache) -> Self {
         Self {
-            pool,
+            batcher,
             model_id,
             cache,
-            slice: slice.max(1),
-            metrics,
         }
+    }
+
+    /// Held by an event from the start of its processing until it asks for vectors: while
+    /// any is held, a partial batch may wait a little for its sentences.
+    pub fn on_the_way(&self) -> OnTheWay {
+        self.batcher.on_the_way()
     }
 
     /// Vectors for `records`; with `use_cache` false every one goes to the model.
@@ -67,25 +60,16 @@ impl Embedder {
             .iter()
             .map(|k| self.cache.get(k).filter(|_| use_cache))
             .collect();
-        let mut missing: Vec<usize> = (0..inputs.len())
+        let missing: Vec<usize> = (0..inputs.len())
             .filter(|&i| vectors[i].is_none())
             .collect();
         let from_model = missing.len();
-        // Similar lengths in a slice: the model pads each batch to its longest input.
-        missing.sort_by_key(|&i| inputs[i].len());
-        for slice in missing.chunks(self.slice) {
-            let texts = slice.iter().map(|&i| inputs[i].clone()).collect();
-            let started = Instant::now();
-            let embedded = self.pool.embed(texts).await?;
-            self.metrics
-                .embedding_duration
-                .observe(started.elapsed().as_secs_f64());
-            self.metrics.embedding_batch.observe(slice.len() as f64);
-            for (&i, vector) in slice.iter().zip(embedded) {
-                let vector = Arc::new(vector);
-                self.cache.insert(keys[i].clone(), vector.clone());
-                vectors[i] = Some(vector);
-            }
+        let texts = missing.iter().map(|&i| inputs[i].clone()).collect();
+        let embedded = self.batcher.embed(texts).await?;
+        for (&i, vector) in missing.iter().zip(embedded) {
+            let vector = Arc::new(vector);
+            self.cache.insert(keys[i].clone(), vector.clone());
+            vectors[i] = Some(vector);
         }
         Ok(Embedded {
             from_model,

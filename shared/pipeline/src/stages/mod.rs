@@ -9,12 +9,16 @@
 //! | segment the changed sections | [`segment`] | a lane |
 //! | enrich (situating context) | [`enrich`] | a lane |
 //! | plan the operations | [`plan`] | a lane |
-//! | embed only what the plan says | [`embed`] | a lane, on the model's blocking pool |
-//! | write, durably | [`write`] | a lane |
+//! | embed only what the plan says | [`embed`] | a lane; the model calls in the [`batch`] task |
+//! | batch sentences across events for the model | [`batch`] | the batcher task, the model on its blocking pool |
+//! | write | [`write`] | a lane |
+//! | make a group of writes durable: one flush | [`commit`] | the commit task |
 //! | store dead letters | [`dead_letter`] | the dead-letter task |
 //! | acknowledge: record, reply, commit | [`ack`] | the ack task |
 
 pub mod ack;
+pub mod batch;
+pub mod commit;
 pub mod dead_letter;
 pub mod decode;
 pub mod embed;

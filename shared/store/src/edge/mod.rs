@@ -2,7 +2,8 @@
 //! its write-ahead log.
 //!
 //! Edge calls are blocking; they run on tokio's blocking pool. Writes (and flushes) are
-//! serialised by one lock: the engine's `flush` expects no concurrent writer. Index
+//! serialised by one lock: the engine's `flush` expects no concurrent writer. A write is not
+//! flushed by itself: [`Store::sync`] flushes once for every write before it (group commit). Index
 //! building (`optimize`) runs on its own thread beside writes and queries; flushes are deferred
 //! until it is done (the engine's flush must not race it).
 
@@ -48,7 +49,9 @@ struct Inner {
     dimension: usize,
     rrf_k: usize,
     index_after_points: usize,
-    flush_every_write: bool,
+    sync_writes: bool,
+    /// Bulk loading: no index build until it is turned off.
+    bulk: AtomicBool,
     path: PathBuf,
     /// An exclusive lock on `casement.lock` in the data directory, held while the store is
     /// open: two processes on one Edge directory would corrupt it.
@@ -132,7 +135,8 @@ impl EdgeStore {
                 dimension,
                 rrf_k: config.rrf_k,
                 index_after_points: config.edge.index_after_points,
-                flush_every_write: config.edge.flush_every_write,
+                sync_writes: config.edge.sync_writes,
+                bulk: AtomicBool::new(false),
                 path,
                 _lock: lock,
             }),
@@ -153,10 +157,40 @@ impl EdgeStore {
         blocking(move || inner.optimize(true)).await
     }
 
+    /// Bulk loading: while on, no vector index is built as points arrive (each build would
+    /// index everything written so far again, and take the cores from the model); searches
+    /// scan what is not indexed. Turning it off starts the build in the background when
+    /// enough points wait for it; call [`EdgeStore::optimize`] to wait for a full index.
+    pub fn set_bulk(&self, on: bool) {
+        self.inner.bulk.store(on, Ordering::Release);
+        if !on {
+            self.inner.clone().build_if_due();
+        }
+    }
+
     /// Flushes the write-ahead log and segments to disk.
     pub async fn flush(&self) -> Result<()> {
         let inner = self.inner.clone();
         blocking(move || inner.flush()).await
+    }
+}
+
+impl Inner {
+    /// Starts an index build in the background when `index_after_points` vectors wait for
+    /// one, unless one runs or bulk loading is on.
+    fn build_if_due(self: Arc<Self>) {
+        let due = self.index_after_points > 0
+            && self.unindexed.load(Ordering::Relaxed) >= self.index_after_points
+            && !self.bulk.load(Ordering::Acquire)
+            && !self.optimizing.load(Ordering::Acquire);
+        if due {
+            // Writes and queries go on while the index is built.
+            std::thread::spawn(move || {
+                if let Err(error) = self.optimize(false) {
+                    eprintln!("casement-store: building the vector index failed: {error}");
+                }
+            });
+        }
     }
 }
 
@@ -259,18 +293,16 @@ impl Store for EdgeStore {
             move || inner.apply_first(&plan, &vectors, count)
         })
         .await?;
-        let due = inner.index_after_points > 0
-            && inner.unindexed.load(Ordering::Relaxed) >= inner.index_after_points
-            && !inner.optimizing.load(Ordering::Acquire);
-        if due {
-            // In the background: writes and queries go on while the index is built.
-            std::thread::spawn(move || {
-                if let Err(error) = inner.optimize(false) {
-                    eprintln!("casement-store: building the vector index failed: {error}");
-                }
-            });
-        }
+        inner.build_if_due();
         Ok(applied)
+    }
+
+    async fn sync(&self) -> Result<()> {
+        if !self.inner.sync_writes {
+            return Ok(());
+        }
+        let inner = self.inner.clone();
+        blocking(move || inner.sync()).await
     }
 
     async fn query(&self, query: &HybridQuery) -> Result<Vec<Hit>> {

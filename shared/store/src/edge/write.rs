@@ -114,9 +114,6 @@ impl Inner {
                 }
             }
         }
-        if self.flush_every_write {
-            self.flush_locked();
-        }
         self.unindexed.fetch_add(upserted, Ordering::Relaxed);
         Ok(Applied::Written)
     }
@@ -136,6 +133,17 @@ impl Inner {
     pub(super) fn flush(&self) -> Result<()> {
         let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
         self.flush_locked();
+        Ok(())
+    }
+
+    /// Flushes every write made so far. During an index build the engine's flush must
+    /// wait: this waits for the build to end (it flushes at its end) and flushes after it,
+    /// so a caller never acknowledges a write that only lives in memory (Edge 0.7.2 does not
+    /// replay its write-ahead log at open).
+    pub(super) fn sync(&self) -> Result<()> {
+        let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
+        let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        self.shard.flush();
         Ok(())
     }
 
