@@ -1,8 +1,14 @@
 //! The consumer-group source: messages into the pipeline (pausing the assignment when the
 //! pipeline is full), commits of finished prefixes, commit on revoke, lag from statistics.
+//!
+//! Flow control survives rebalances: librdkafka keeps a partition's pause flag across a
+//! revoke and a later assignment, and `pause`/`resume` act only on the partitions assigned
+//! when they are called. So the source's paused state lives in the context, and every new
+//! assignment is paused or resumed to match it; otherwise a partition paused before a
+//! rebalance that came back while the source resumed would never be read again.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::consumer::{
@@ -26,6 +32,9 @@ pub struct SourceContext {
     topic: String,
     offsets: Offsets,
     metrics: Metrics,
+    /// Whether the source wants its assignment paused (the pipeline is full). Held while
+    /// the assignment is paused or resumed, so a rebalance and the source never interleave.
+    paused: Mutex<bool>,
 }
 
 impl ClientContext for SourceContext {
@@ -89,6 +98,11 @@ impl ConsumerContext for SourceContext {
         if let Rebalance::Error(error) = rebalance {
             tracing::warn!(%error, "rebalance error");
         }
+        // A partition comes back with the pause flag it had when it was revoked: bring the
+        // whole assignment to the source's current state.
+        let paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        apply_pause(consumer, *paused);
+        drop(paused);
         let assigned = consumer.assignment().map_or(0, |a| a.count());
         self.metrics.partitions.set(assigned as i64);
         tracing::info!(partitions = assigned, "partitions assigned");
@@ -131,6 +145,7 @@ pub fn connect(
         topic: config.topic.clone(),
         offsets,
         metrics,
+        paused: Mutex::new(false),
     };
     let consumer: KafkaConsumer = client
         .create_with_context(context)
@@ -141,8 +156,11 @@ pub fn connect(
     Ok(Arc::new(consumer))
 }
 
-/// Reads messages into the pipeline until shutdown. When the pipeline is full the
-/// assignment is paused (the group membership stays alive) and resumed when it drains.
+/// Reads messages into the pipeline until shutdown. When as many messages wait for room as
+/// the pipeline's input holds, the assignment is paused (the group membership stays alive);
+/// it is resumed when they are all in. Pausing drops what librdkafka prefetched and resuming
+/// fetches it again (a fetch round, up to a second on the mock cluster), so the source does
+/// not pause for every message that finds the pipeline full: it would crawl.
 pub async fn consume(
     consumer: Arc<KafkaConsumer>,
     input: mpsc::Sender<SourceMessage>,
@@ -150,6 +168,7 @@ pub async fn consume(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut backlog: VecDeque<SourceMessage> = VecDeque::new();
+    let high = input.max_capacity().max(1);
     let mut paused = false;
     loop {
         while !backlog.is_empty() {
@@ -159,9 +178,14 @@ pub async fn consume(
                 Err(mpsc::error::TrySendError::Closed(())) => return,
             }
         }
-        if backlog.is_empty() == paused {
-            paused = !paused;
-            set_paused(&consumer, paused);
+        let pause = if paused {
+            !backlog.is_empty()
+        } else {
+            backlog.len() >= high
+        };
+        if pause != paused {
+            paused = pause;
+            set_paused(&consumer, pause);
         }
         if *shutdown.borrow() {
             return;
@@ -186,9 +210,6 @@ pub async fn consume(
                     );
                     offsets.started(origin.source, origin.offset);
                     backlog.push_back(message);
-                    if paused {
-                        set_paused(&consumer, true); // Partitions assigned meanwhile.
-                    }
                 }
                 Err(error) => {
                     tracing::warn!(%error, "Kafka consumer error (retrying)");
@@ -199,10 +220,25 @@ pub async fn consume(
     }
 }
 
+/// Pauses or resumes the assignment, and records the state for the next rebalance
+/// (see [`SourceContext`]).
 fn set_paused(consumer: &KafkaConsumer, pause: bool) {
+    let mut paused = consumer
+        .context()
+        .paused
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    *paused = pause;
+    apply_pause(consumer, pause);
+}
+
+fn apply_pause<C: Consumer<SourceContext>>(consumer: &C, pause: bool) {
     let Ok(assignment) = consumer.assignment() else {
         return;
     };
+    if assignment.count() == 0 {
+        return;
+    }
     let result = if pause {
         consumer.pause(&assignment)
     } else {
