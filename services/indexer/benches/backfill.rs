@@ -71,11 +71,12 @@ fn main() {
     let work = tempfile::tempdir().unwrap();
     let embedder = EmbedderConfig::default();
     eprintln!(
-        "bench-backfill: model {} ({:?}), {} threads, batch {}",
+        "bench-backfill: model {} ({:?}), {} threads, batch {}, at most {} padded tokens per call",
         embedder.model_dir.display(),
         embedder.precision,
         embedder.threads,
-        embedder.batch_size
+        embedder.batch_size,
+        embedder.batch_tokens
     );
     let model = casement_inference::load_embedder(&embedder).expect("the embedding model");
 

@@ -96,6 +96,12 @@ pub struct EmbedderConfig {
     pub batch_size: usize,
     /// Tokens per text, special tokens included; longer texts are truncated.
     pub max_tokens: usize,
+    /// Padded tokens per inference call (rows × the longest row): a batch of long texts is
+    /// split into smaller ones. The model's working memory grows with this (its attention
+    /// with rows × longest²), and ONNX Runtime keeps its peak for the life of the process.
+    /// On 2 cores 1024 was also the fastest: 600 SciFact abstracts took 311 MiB at 81–89
+    /// sentences/s, against 576 MiB at 55/s with no split (8192).
+    pub batch_tokens: usize,
     /// The hosted endpoint of `kind = "openai"`: `base_url`, `model`, the key (from the
     /// variable named by `api_key_env`, or `api_key`), `timeout_ms`, `batch_size`. Required
     /// by that kind, rejected with the other.
@@ -114,6 +120,7 @@ impl Default for EmbedderConfig {
             threads: std::thread::available_parallelism().map_or(2, usize::from),
             batch_size: 32,
             max_tokens: 256,
+            batch_tokens: 1024,
             openai: None,
         }
     }
@@ -123,6 +130,12 @@ impl EmbedderConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.threads == 0 || self.batch_size == 0 {
             return Err("threads and batch_size must be at least 1".to_owned());
+        }
+        if self.batch_tokens < self.max_tokens {
+            return Err(format!(
+                "batch_tokens = {} must be at least max_tokens = {} (one text per call)",
+                self.batch_tokens, self.max_tokens
+            ));
         }
         if !(8..=8192).contains(&self.max_tokens) {
             return Err(format!(

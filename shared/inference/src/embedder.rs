@@ -10,7 +10,7 @@ use tokenizers::{Encoding, Tokenizer, TruncationStrategy};
 
 use crate::config::{EmbedderConfig, EmbedderKind};
 use crate::error::{Error, Result};
-use crate::onnx::{OnnxModel, PaddedBatch, load_tokenizer, longest_first};
+use crate::onnx::{OnnxModel, PaddedBatch, load_tokenizer, longest_first, token_batches};
 use crate::remote::OpenAiEmbedder;
 
 /// Something that turns texts into unit-length vectors.
@@ -47,6 +47,7 @@ pub struct OnnxEmbedder {
     tokenizer: Tokenizer,
     dimension: usize,
     batch_size: usize,
+    batch_tokens: usize,
     model_id: String,
 }
 
@@ -73,6 +74,7 @@ impl OnnxEmbedder {
             tokenizer,
             dimension: 0,
             batch_size: config.batch_size,
+            batch_tokens: config.batch_tokens,
             model_id: format!("{}:{:?}", model_name(&config.model_dir), config.precision)
                 .to_lowercase(),
         };
@@ -110,7 +112,9 @@ impl Embed for OnnxEmbedder {
             .map(|t| self.encode(t))
             .collect::<Result<_>>()?;
         let mut vectors = vec![Vec::new(); texts.len()];
-        for chunk in longest_first(&encodings).chunks(self.batch_size) {
+        let order = longest_first(&encodings);
+        let tokens = |i: usize| encodings[i].get_ids().len();
+        for chunk in token_batches(&order, tokens, self.batch_size, self.batch_tokens) {
             let batch = PaddedBatch::new(&chunk.iter().map(|&i| &encodings[i]).collect::<Vec<_>>());
             let pooled = self
                 .model

@@ -176,3 +176,56 @@ pub fn longest_first(encodings: &[Encoding]) -> Vec<usize> {
     order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].get_ids().len()));
     order
 }
+
+/// Cuts `order` (longest first, `len` gives each one's tokens) into batches of at most
+/// `max_rows` rows whose padded size (rows × the first row's length) stays within
+/// `max_tokens`; a batch has at least one row.
+pub fn token_batches(
+    order: &[usize],
+    len: impl Fn(usize) -> usize,
+    max_rows: usize,
+    max_tokens: usize,
+) -> Vec<Vec<usize>> {
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    let mut rest = order;
+    while let Some(&first) = rest.first() {
+        let width = len(first).max(1);
+        let rows = (max_tokens / width)
+            .clamp(1, max_rows.max(1))
+            .min(rest.len());
+        batches.push(rest[..rows].to_vec());
+        rest = &rest[rows..];
+    }
+    batches
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_batches;
+
+    #[test]
+    fn long_texts_go_in_smaller_batches_and_every_text_in_exactly_one() {
+        // Longest first: 4 texts of 256 tokens, 40 of 100, 30 of 10.
+        let lengths: Vec<usize> = [vec![256; 4], vec![100; 40], vec![10; 30]].concat();
+        let order: Vec<usize> = (0..lengths.len()).collect();
+        let batches = token_batches(&order, |i| lengths[i], 32, 1024);
+        for batch in &batches {
+            let width = lengths[batch[0]];
+            assert!(batch.len() <= 32);
+            assert!(
+                batch.len() == 1 || batch.len() * width <= 1024,
+                "{} rows of {width} tokens",
+                batch.len()
+            );
+        }
+        let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [4, 10, 10, 10, 10, 30]);
+        let flat: Vec<usize> = batches.concat();
+        assert_eq!(flat, order, "every text once, in order");
+        // A text longer than the budget still gets a batch of its own.
+        assert_eq!(
+            token_batches(&[0, 1], |_| 2000, 32, 1024),
+            [vec![0], vec![1]]
+        );
+    }
+}
