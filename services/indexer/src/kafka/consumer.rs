@@ -62,6 +62,12 @@ impl ClientContext for SourceContext {
     }
 }
 
+impl SourceContext {
+    fn is_paused(&self) -> bool {
+        *self.paused.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 impl ConsumerContext for SourceContext {
     /// Commits what finished in the revoked partitions, and forgets them: events still in
     /// the pipeline for them finish, but are not committed by this member.
@@ -169,7 +175,6 @@ pub async fn consume(
 ) {
     let mut backlog: VecDeque<SourceMessage> = VecDeque::new();
     let high = input.max_capacity().max(1);
-    let mut paused = false;
     loop {
         while !backlog.is_empty() {
             match input.try_reserve() {
@@ -178,13 +183,13 @@ pub async fn consume(
                 Err(mpsc::error::TrySendError::Closed(())) => return,
             }
         }
+        let paused = consumer.context().is_paused();
         let pause = if paused {
             !backlog.is_empty()
         } else {
             backlog.len() >= high
         };
         if pause != paused {
-            paused = pause;
             set_paused(&consumer, pause);
         }
         if *shutdown.borrow() {
