@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query fuzz-query soak-restart fmt
+.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval fuzz-query soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, answers a sample question,
@@ -71,6 +71,16 @@ bench-backfill: models
 ## the index once (about 7 minutes on 2 cores) and writes target/bench/query.json.
 bench-query: models
 	$(CARGO) bench --locked -p casement-query --bench query
+
+## Retrieval quality (issue 17): Casement as shipped vs fixed 512/256-token chunks (dense,
+## BM25, RRF) with the same model and store, plus ablations, on SQuAD v1.1 dev (10,570
+## questions; defaults chosen on the tune half, reported on the other) and SciFact (300
+## claims); needs ../shared/data, about 45 minutes on 2 cores. Prints a table and writes
+## target/bench/eval.json. EVAL_ROWS, EVAL_CHUNKS=0, EVAL_QUESTIONS=N, EVAL_REUSE=1: see
+## services/casement/benches/eval/main.rs.
+eval: models
+	$(CARGO) build --release --locked -p casement -p casement-query
+	$(CARGO) bench --locked -p casement --bench eval
 
 ## A longer schemathesis run than the test suite's (1,000 examples per operation).
 fuzz-query: models tools

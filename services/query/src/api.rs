@@ -32,6 +32,11 @@ pub struct SearchRequest {
     /// Read-your-writes: wait until each document is indexed at least at this revision.
     #[serde(default)]
     pub min_revision: BTreeMap<String, u64>,
+    /// Most tokens (estimated) in all windows of the answer, e.g. the room left in a
+    /// prompt; a window that does not fit is narrowed around its best match. At most (and
+    /// by default) `search.token_budget`.
+    #[serde(default)]
+    pub token_budget: Option<usize>,
     /// Include per-stage timings in the answer.
     #[serde(default)]
     pub timings: bool,
@@ -47,6 +52,7 @@ pub struct ValidSearch {
     pub rerank: bool,
     pub window_radius: usize,
     pub min_revision: BTreeMap<String, u64>,
+    pub token_budget: usize,
     pub timings: bool,
 }
 
@@ -102,6 +108,13 @@ impl SearchRequest {
         {
             return invalid("document ids must not be empty".into());
         }
+        let token_budget = self.token_budget.unwrap_or(search.token_budget);
+        if token_budget == 0 || token_budget > search.token_budget {
+            return invalid(format!(
+                "token_budget = {token_budget} must be between 1 and {}",
+                search.token_budget
+            ));
+        }
         if self.tenant.as_deref() == Some("") {
             return invalid("tenant must not be empty (leave it out for every tenant)".into());
         }
@@ -113,6 +126,7 @@ impl SearchRequest {
             rerank: self.rerank.unwrap_or(rerank_by_default),
             window_radius: radius,
             min_revision: self.min_revision,
+            token_budget,
             timings: self.timings,
         })
     }
@@ -174,6 +188,7 @@ pub struct Timings {
     pub expand: f64,
     pub merge: f64,
     pub rerank: f64,
+    pub select: f64,
     pub total: f64,
 }
 

@@ -110,6 +110,13 @@ pub struct SearchConfig {
     pub hits_per_window: usize,
     /// Candidates each channel (dense, BM25) contributes to the fusion.
     pub candidates: usize,
+    /// The ranked lists fused: `hybrid` (dense and BM25 by reciprocal rank fusion, whose
+    /// `k` is `store.rrf_k`), or `dense` or `bm25` alone.
+    pub channels: casement_store::Channels,
+    /// Query embeddings kept for repeated questions (support bots repeat them): entries of
+    /// an LRU-like cache keyed by the exact query text; 0 turns it off. The vectors are the
+    /// model's own, so a hit returns what a miss would compute.
+    pub embedding_cache: u64,
     /// The window radius the indexer wrote (its `text.window_radius`); a request may ask
     /// for a smaller one.
     pub indexed_window_radius: usize,
@@ -126,6 +133,8 @@ impl Default for SearchConfig {
             default_top_k: 5,
             hits_per_window: 3,
             candidates: 100,
+            channels: casement_store::Channels::Hybrid,
+            embedding_cache: 10_000,
             indexed_window_radius: casement_text::TextConfig::default().window_radius,
             containment: 0.6,
             token_budget: 4_000,

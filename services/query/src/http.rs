@@ -36,6 +36,7 @@ pub fn openapi(config: &QueryConfig) -> String {
     request["query"]["maxLength"] = limits.max_query_chars.into();
     request["top_k"]["maximum"] = limits.max_top_k.into();
     request["window_radius"]["maximum"] = config.search.indexed_window_radius.into();
+    request["token_budget"]["maximum"] = config.search.token_budget.into();
     request["doc_ids"]["maxItems"] = limits.max_doc_ids.into();
     request["min_revision"]["maxProperties"] = limits.max_doc_ids.into();
     serde_json::to_string_pretty(&doc).unwrap_or_else(|_| OPENAPI.to_owned())

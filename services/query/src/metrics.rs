@@ -4,10 +4,13 @@
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
 /// Search stages (`stage` label).
-pub const STAGES: [&str; 6] = ["wait", "embed", "search", "expand", "merge", "rerank"];
+pub const STAGES: [&str; 7] = [
+    "wait", "embed", "search", "expand", "merge", "rerank", "select",
+];
 /// Merge decisions (`decision` label): returned, absorbed into an overlapping window,
-/// dropped as contained in a better one, cut by the token budget.
-pub const DECISIONS: [&str; 4] = ["kept", "merged", "dropped", "truncated"];
+/// dropped as contained in a better one, cut by the token budget, narrowed around its best
+/// match to fit the token budget (also counted as kept).
+pub const DECISIONS: [&str; 5] = ["kept", "merged", "dropped", "truncated", "narrowed"];
 
 const LATENCY: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.035, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 5.0,
@@ -27,6 +30,7 @@ pub struct Metrics {
     pub windows_returned: prometheus::Histogram,
     pub tokens_returned: prometheus::Histogram,
     pub rerank_candidates: prometheus::Histogram,
+    pub embedding_cache: IntCounterVec,
 }
 
 impl Default for Metrics {
@@ -70,7 +74,7 @@ impl Metrics {
         let stage_duration = HistogramVec::new(
             HistogramOpts::new(
                 "casement_query_stage_duration_seconds",
-                "Search duration by stage (wait for min_revision, embed, search, expand, merge, rerank).",
+                "Search duration by stage (wait for min_revision, embed, search, expand, merge, rerank, select).",
             )
             .buckets(LATENCY.to_vec()),
             &["stage"],
@@ -79,7 +83,7 @@ impl Metrics {
         let merge_decisions = IntCounterVec::new(
             Opts::new(
                 "casement_query_merge_decisions_total",
-                "Windows by merge decision (kept, merged, dropped, truncated).",
+                "Windows by merge decision (kept, merged, dropped, truncated, narrowed).",
             ),
             &["decision"],
         )
@@ -99,6 +103,14 @@ impl Metrics {
             "Windows scored by the reranker per reranked search.",
             &COUNTS,
         );
+        let embedding_cache = IntCounterVec::new(
+            Opts::new(
+                "casement_query_embedding_cache_total",
+                "Query embeddings by cache outcome (hit: the query was embedded recently; miss: the model ran).",
+            ),
+            &["outcome"],
+        )
+        .expect("metric");
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(request_duration.clone()),
@@ -107,6 +119,7 @@ impl Metrics {
             Box::new(windows_returned.clone()),
             Box::new(tokens_returned.clone()),
             Box::new(rerank_candidates.clone()),
+            Box::new(embedding_cache.clone()),
         ] {
             registry.register(collector).expect("register metric");
         }
@@ -115,6 +128,9 @@ impl Metrics {
         }
         for decision in DECISIONS {
             merge_decisions.with_label_values(&[decision]);
+        }
+        for outcome in ["hit", "miss"] {
+            embedding_cache.with_label_values(&[outcome]);
         }
         Self {
             registry,
@@ -125,6 +141,7 @@ impl Metrics {
             windows_returned,
             tokens_returned,
             rerank_candidates,
+            embedding_cache,
         }
     }
 }

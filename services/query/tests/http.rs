@@ -100,6 +100,66 @@ async fn search_over_http() {
     assert_eq!(answer["title"], "Super_Bowl_50");
     assert!(body["timings_ms"]["total"].as_f64().unwrap() > 0.0);
 
+    // Asked again, the question's embedding comes from the cache: the same answer, one hit.
+    let (status, again) = post(
+        base,
+        Some(ACME),
+        json!({"query": "Which NFL team represented the AFC at Super Bowl 50?"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{again}");
+    let again_windows = windows(&again);
+    assert_eq!(
+        again_windows, found,
+        "a cached embedding changed the answer"
+    );
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("casement_query_embedding_cache_total{outcome=\"hit\"} 1\n"),
+        "{metrics}"
+    );
+
+    // A small token budget: windows are narrowed around their best match to fit it.
+    let (status, small) = post(
+        base,
+        Some(ACME),
+        json!({"query": "Which NFL team represented the AFC at Super Bowl 50?", "token_budget": 80}),
+    )
+    .await;
+    assert_eq!(status, 200, "{small}");
+    let small = windows(&small);
+    let used: u64 = small.iter().map(|w| w["tokens"].as_u64().unwrap()).sum();
+    assert!(!small.is_empty() && used <= 80, "{used} tokens: {small:?}");
+    let inside = |w: &Value, of: &Value| {
+        w["doc_id"] == of["doc_id"]
+            && w["char_start"].as_u64() >= of["char_start"].as_u64()
+            && w["char_end"].as_u64() <= of["char_end"].as_u64()
+    };
+    assert!(
+        inside(&small[0], &again_windows[0]),
+        "the first window narrowed from the first full one"
+    );
+    assert!(
+        small
+            .iter()
+            .all(|w| !w["matches"].as_array().unwrap().is_empty())
+    );
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !metrics.contains("casement_query_merge_decisions_total{decision=\"narrowed\"} 0\n"),
+        "no window was narrowed: {metrics}"
+    );
+
     // Answer recall over the indexed articles' questions.
     let titles: Vec<&str> = articles.iter().map(|a| a.title.as_str()).collect();
     let questions = squad_questions(&titles);
@@ -144,6 +204,7 @@ async fn search_over_http() {
             limit: 1,
             candidates: 100,
             filter: QueryFilter::default(),
+            channels: casement_store::Channels::Hybrid,
             channel_ranks: true,
         })
         .await

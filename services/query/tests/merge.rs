@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use casement_query::search::expand::{Neighbours, narrow_around};
 use casement_query::search::merge::{
     Matched, Window, apply_rerank, drop_contained, merge_overlapping, select,
 };
@@ -187,7 +188,7 @@ proptest! {
     }
 
     #[test]
-    fn containment_budget_and_rerank((_docs, windows, _radius) in case(),
+    fn containment_budget_and_rerank((docs, windows, _radius) in case(),
                                      threshold in 0.3f32..1.0,
                                      top_k in 1usize..10,
                                      budget in 1usize..400,
@@ -208,11 +209,75 @@ proptest! {
         prop_assert!(scored.windows(2).all(|p| p[0] >= p[1]), "rerank scores not monotone: {:?}", scored);
         prop_assert!(reranked[scored.len()..].iter().all(|w| w.rerank.is_none()));
 
-        let (answer, cut) = select(reranked.clone(), top_k, budget);
+        // Without sentence ranges nothing can be narrowed: the answer is a prefix.
+        let (answer, cut, narrowed) = select(reranked.clone(), top_k, budget, &Neighbours::new());
+        prop_assert_eq!(narrowed, 0);
         prop_assert!(answer.len() <= top_k);
         prop_assert!(answer.iter().map(Window::tokens).sum::<usize>() <= budget);
         prop_assert_eq!(answer.len() + cut, reranked.len().min(top_k));
         prop_assert_eq!(&answer[..], &reranked[..answer.len()]);
+
+        // With them, windows that do not fit are narrowed: still within the budget, in the
+        // same order, each inside the window it came from and keeping its best match; at
+        // least as many windows as without narrowing.
+        let without = answer.len();
+        let (answer, cut, narrowed) = select(reranked.clone(), top_k, budget, &neighbours(&docs));
+        prop_assert!(answer.len() >= without);
+        prop_assert!(answer.iter().map(Window::tokens).sum::<usize>() <= budget);
+        prop_assert_eq!(answer.len() + cut, reranked.len().min(top_k));
+        prop_assert!(narrowed <= answer.len());
+        for (got, from) in answer.iter().zip(&reranked) {
+            prop_assert_eq!((&got.doc_id, &got.section_id), (&from.doc_id, &from.section_id));
+            prop_assert!(got.sentences.start >= from.sentences.start && got.sentences.end <= from.sentences.end);
+            let best = from.matches.iter().map(|m| m.score).fold(f32::MIN, f32::max);
+            prop_assert_eq!(got.score, best);
+        }
+        prop_assert_eq!(answer.iter().filter(|w| !reranked.contains(w)).count(), narrowed);
+    }
+}
+
+/// Every sentence's character range, as the store's records give them.
+fn neighbours(docs: &[Doc]) -> Neighbours {
+    let mut all = Neighbours::new();
+    for doc in docs {
+        for (s, ranges) in doc.sections.iter().enumerate() {
+            for (i, range) in ranges.iter().enumerate() {
+                all.insert(
+                    (None, doc.id.clone(), format!("section-{s}"), i as u32),
+                    *range,
+                );
+            }
+        }
+    }
+    all
+}
+
+proptest! {
+    /// Narrowing a merged window (to fit a token budget) around one of its matches gives
+    /// the exact text of the sentences `radius` each side of it, clamped to the window,
+    /// with only the matches inside and their best score.
+    #[test]
+    fn narrowing_cuts_the_exact_sentences_around_a_match((docs, windows, _radius) in case(),
+                                                          pick in any::<prop::sample::Index>(),
+                                                          radius in 0usize..4) {
+        let (merged, _) = merge_overlapping(windows);
+        prop_assume!(!merged.is_empty());
+        let window = merged[pick.index(merged.len())].clone();
+        let centre = window.matches[pick.index(window.matches.len())].index;
+        let narrowed = narrow_around(window.clone(), centre, radius, &neighbours(&docs));
+        let start = (centre as usize).saturating_sub(radius).max(window.sentences.start as usize);
+        let end = (centre as usize + radius + 1).min(window.sentences.end as usize);
+        prop_assert_eq!(narrowed.sentences.clone(), start as u32..end as u32);
+        let doc = docs.iter().find(|d| d.id == window.doc_id).expect("doc");
+        prop_assert_eq!(&narrowed.text, &doc.slice(narrowed.char_start, narrowed.char_end));
+        prop_assert!(narrowed.char_start >= window.char_start && narrowed.char_end <= window.char_end);
+        prop_assert!(narrowed.matches.iter().any(|m| m.index == centre));
+        prop_assert!(narrowed.matches.iter().all(|m| narrowed.sentences.contains(&m.index)));
+        let inside = window.matches.iter().filter(|m| narrowed.sentences.contains(&m.index)).count();
+        prop_assert_eq!(narrowed.matches.len(), inside);
+        let top = narrowed.matches.iter().map(|m| m.score).fold(f32::MIN, f32::max);
+        prop_assert_eq!(narrowed.score, top);
+        prop_assert!(narrowed.tokens() <= window.tokens());
     }
 }
 

@@ -69,6 +69,16 @@ async fn bad_requests_get_4xx_with_a_message_and_metrics_are_documented() {
             "indexed radius 3",
         ),
         (
+            json!({"query": "x", "token_budget": 0}),
+            422,
+            "token_budget = 0 must be between 1 and 4000",
+        ),
+        (
+            json!({"query": "x", "token_budget": 4001}),
+            422,
+            "token_budget = 4001",
+        ),
+        (
             json!({"query": "x", "doc_ids": (0..101).map(|i| i.to_string()).collect::<Vec<_>>()}),
             422,
             "101 entries",

@@ -85,6 +85,8 @@ pub enum EnrichMode {
     Structural,
     /// One call per changed section to an OpenAI-compatible chat endpoint.
     Llm,
+    /// No context: each sentence is embedded and indexed alone.
+    None,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -144,6 +144,7 @@ async fn measure_queries(
             limit: 10,
             candidates: 50,
             filter: QueryFilter::default(),
+            channels: casement_store::Channels::Hybrid,
             channel_ranks: false,
         };
         let started = Instant::now();

@@ -53,6 +53,29 @@ pub struct QueryFilter {
     pub doc_ids: Vec<String>,
 }
 
+/// Which ranked lists a query fuses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channels {
+    /// Dense and BM25 candidates fused by reciprocal rank fusion (the default).
+    #[default]
+    Hybrid,
+    /// The dense channel alone (its order; scores are its RRF scores).
+    Dense,
+    /// The BM25 channel alone; a query with no indexed term finds nothing.
+    Bm25,
+}
+
+impl Channels {
+    pub fn dense(self) -> bool {
+        self != Self::Bm25
+    }
+
+    pub fn bm25(self) -> bool {
+        self != Self::Dense
+    }
+}
+
 /// One hybrid query: dense and BM25 candidates fused by reciprocal rank fusion.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HybridQuery {
@@ -65,6 +88,8 @@ pub struct HybridQuery {
     /// Candidates fetched from each channel before fusion.
     pub candidates: usize,
     pub filter: QueryFilter,
+    /// The channels fused (both by default; one alone for ablations and baselines).
+    pub channels: Channels,
     /// Also report each hit's rank in the dense and in the sparse channel alone (two more
     /// searches; for debugging and tests).
     pub channel_ranks: bool,

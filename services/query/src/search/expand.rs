@@ -44,18 +44,33 @@ pub fn stored_window(hit: Hit, indexed_radius: usize) -> Window {
 }
 
 /// Character ranges of sentences, by (tenant, document id, section id, index).
-type Neighbours = HashMap<(Option<String>, String, String, u32), (usize, usize)>;
+pub type Neighbours = HashMap<(Option<String>, String, String, u32), (usize, usize)>;
 
-/// Narrows a stored window to `radius` using the neighbours' ranges; keeps the stored
-/// window if a neighbour is missing (the document is being rewritten right now).
+/// Narrows a stored window to `radius` around its hit using the neighbours' ranges; keeps
+/// the stored window if a neighbour is missing (the document is being rewritten right now).
 pub fn narrow(window: Window, radius: usize, neighbours: &Neighbours) -> Window {
-    let Some(hit) = window.matches.first() else {
+    let Some(centre) = window.matches.first().map(|m| m.index) else {
         return window;
     };
-    let index = hit.index as usize;
+    narrow_around(window, centre, radius, neighbours)
+}
+
+/// Narrows a window to `radius` sentences each side of sentence `centre` (within the
+/// window), keeping only the matches inside; the window itself when a neighbour's range is
+/// missing.
+pub fn narrow_around(
+    window: Window,
+    centre: u32,
+    radius: usize,
+    neighbours: &Neighbours,
+) -> Window {
+    let index = centre as usize;
     let start = index.saturating_sub(radius);
     let end = (index + radius + 1).min(window.sentences.end as usize);
     let start = start.max(window.sentences.start as usize);
+    if start >= end {
+        return window;
+    }
     let range = |i: usize| {
         neighbours
             .get(&(
@@ -78,35 +93,39 @@ pub fn narrow(window: Window, radius: usize, neighbours: &Neighbours) -> Window 
         .skip(char_start - window.char_start)
         .take(char_end - char_start)
         .collect();
+    let sentences = start as u32..end as u32;
+    let matches: Vec<_> = window
+        .matches
+        .into_iter()
+        .filter(|m| sentences.contains(&m.index))
+        .collect();
+    let score = matches
+        .iter()
+        .map(|m| m.score)
+        .fold(f32::NEG_INFINITY, f32::max);
     Window {
-        sentences: start as u32..end as u32,
+        sentences,
         char_start,
         char_end,
         text,
+        score: if matches.is_empty() {
+            window.score
+        } else {
+            score
+        },
+        matches,
         ..window
     }
 }
 
-/// Every hit as a window of `radius` sentences each side (at most the indexed radius).
-pub async fn expand<S: Store>(
+/// The sentence ranges of the given documents at the given revisions (one store read per
+/// document): what narrowing needs.
+pub async fn neighbours<S: Store>(
     store: &S,
-    hits: Vec<Hit>,
-    radius: usize,
-    indexed_radius: usize,
-) -> Result<Vec<Window>, ApiError> {
-    let windows: Vec<Window> = hits
-        .into_iter()
-        .map(|hit| stored_window(hit, indexed_radius))
-        .collect();
-    if radius >= indexed_radius {
-        return Ok(windows);
-    }
+    revisions: &HashMap<DocRef<'_>, u64>,
+) -> Result<Neighbours, ApiError> {
     let mut neighbours = Neighbours::new();
-    let revisions: HashMap<DocRef<'_>, u64> = windows
-        .iter()
-        .map(|w| (DocRef::new(w.tenant.as_deref(), &w.doc_id), w.revision))
-        .collect();
-    for (&doc, &revision) in &revisions {
+    for (&doc, &revision) in revisions {
         // Only the neighbours of the revision the windows were cut from: the document may
         // be rewritten between the search and this read.
         for record in store
@@ -127,6 +146,28 @@ pub async fn expand<S: Store>(
             );
         }
     }
+    Ok(neighbours)
+}
+
+/// Every hit as a window of `radius` sentences each side (at most the indexed radius).
+pub async fn expand<S: Store>(
+    store: &S,
+    hits: Vec<Hit>,
+    radius: usize,
+    indexed_radius: usize,
+) -> Result<Vec<Window>, ApiError> {
+    let windows: Vec<Window> = hits
+        .into_iter()
+        .map(|hit| stored_window(hit, indexed_radius))
+        .collect();
+    if radius >= indexed_radius {
+        return Ok(windows);
+    }
+    let revisions: HashMap<DocRef<'_>, u64> = windows
+        .iter()
+        .map(|w| (DocRef::new(w.tenant.as_deref(), &w.doc_id), w.revision))
+        .collect();
+    let neighbours = neighbours(store, &revisions).await?;
     Ok(windows
         .into_iter()
         .map(|w| narrow(w, radius, &neighbours))

@@ -6,12 +6,15 @@
 //!    and the best score. Windows never merge across sections (or revisions).
 //! 2. [`drop_contained`]: a window whose tokens are mostly (`threshold`) contained in a
 //!    higher-scoring window is dropped (near-duplicate pages, copied paragraphs).
-//! 3. [`select`]: the answer takes windows in order up to `top_k` and the token budget.
+//! 3. [`select`]: the answer takes windows in order up to `top_k` and the token budget,
+//!    narrowing a window that does not fit around its best match.
 
 use std::collections::HashMap;
 use std::ops::Range;
 
 use uuid::Uuid;
+
+use super::expand::{Neighbours, narrow_around};
 
 /// A sentence that matched the query, inside a window.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,23 +176,53 @@ pub fn drop_contained(windows: Vec<Window>, threshold: f32) -> (Vec<Window>, usi
     (kept.into_iter().map(|(w, _)| w).collect(), dropped)
 }
 
-/// Rule 3: windows in their order until `top_k` or until the next one would pass the token
-/// budget. Returns the answer and how many windows the budget cut (those past `top_k` are
-/// not counted: they were never going to be returned).
-pub fn select(windows: Vec<Window>, top_k: usize, budget: usize) -> (Vec<Window>, usize) {
+/// Rule 3: windows in their order until `top_k` or the token budget. A window that does
+/// not fit in what is left is narrowed around its best-scoring match (fewer sentences each
+/// side, down to the match alone, using the sentence ranges in `neighbours`) until it
+/// fits; when even that does not fit (or its ranges are unknown), it and the windows after
+/// it are cut. Returns the answer, how many windows the budget cut (those past `top_k`
+/// are not counted: they were never going to be returned) and how many were narrowed.
+pub fn select(
+    windows: Vec<Window>,
+    top_k: usize,
+    budget: usize,
+    neighbours: &Neighbours,
+) -> (Vec<Window>, usize, usize) {
     let mut answer = Vec::new();
-    let mut used = 0;
-    let mut cut = 0;
-    for window in windows.into_iter().take(top_k) {
+    let (mut used, mut narrowed) = (0, 0);
+    let mut windows = windows.into_iter().take(top_k);
+    while let Some(window) = windows.next() {
         let tokens = window.tokens();
-        if cut == 0 && used + tokens <= budget {
+        if used + tokens <= budget {
             used += tokens;
             answer.push(window);
-        } else {
-            cut += 1;
+            continue;
+        }
+        let centre = window
+            .matches
+            .iter()
+            .max_by(|a, b| a.score.total_cmp(&b.score).then(b.index.cmp(&a.index)))
+            .map(|m| m.index);
+        let fitted = centre.and_then(|centre| {
+            let widest = (centre.saturating_sub(window.sentences.start))
+                .max(window.sentences.end.saturating_sub(centre + 1))
+                as usize;
+            (0..widest).rev().find_map(|radius| {
+                let candidate = narrow_around(window.clone(), centre, radius, neighbours);
+                (candidate.sentences != window.sentences && used + candidate.tokens() <= budget)
+                    .then_some(candidate)
+            })
+        });
+        match fitted {
+            Some(window) => {
+                used += window.tokens();
+                narrowed += 1;
+                answer.push(window);
+            }
+            None => return (answer, 1 + windows.count(), narrowed),
         }
     }
-    (answer, cut)
+    (answer, 0, narrowed)
 }
 
 /// Orders windows by their rerank scores (best first; ties keep the retrieval order) and

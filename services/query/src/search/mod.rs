@@ -1,7 +1,8 @@
 //! One search, stage by stage: wait ([`wait`]) → embed (the query, on the blocking pool)
 //! → search (one hybrid store query, fused; hits only at their document's indexed
 //! revision, [`current`]) → expand ([`expand`]) → merge ([`merge`]) →
-//! rerank ([`rerank`], [`excerpt`]) → select ([`merge::select`]) → answer ([`answer`]).
+//! rerank ([`rerank`], [`excerpt`]) → select (`Searcher::select`: top_k and the token
+//! budget, narrowing windows that do not fit) → answer ([`answer`]).
 //! Each stage is timed into `casement_query_stage_duration_seconds`.
 
 mod answer;
@@ -14,10 +15,13 @@ mod wait;
 
 pub use rerank::Reranker;
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use casement_inference::BlockingPool;
 use casement_store::{HybridQuery, QueryFilter, Store};
+use casement_text::DocRef;
 
 use crate::api::{SearchResponse, Timings, ValidSearch};
 use crate::config::{QueryConfig, SearchConfig};
@@ -29,6 +33,8 @@ use merge::Window;
 pub struct Searcher<S> {
     store: S,
     embedder: BlockingPool,
+    /// Recent query embeddings (`search.embedding_cache`), keyed by the query text.
+    embeddings: Option<moka::sync::Cache<String, Arc<[f32]>>>,
     reranker: Option<Reranker>,
     search: SearchConfig,
     rerank_candidates: usize,
@@ -48,9 +54,12 @@ impl<S: Store> Searcher<S> {
         config: &QueryConfig,
         metrics: Metrics,
     ) -> Self {
+        let embeddings = (config.search.embedding_cache > 0)
+            .then(|| moka::sync::Cache::new(config.search.embedding_cache));
         Self {
             store,
             embedder,
+            embeddings,
             reranker,
             search: config.search.clone(),
             rerank_candidates: config.rerank.candidates,
@@ -79,6 +88,54 @@ impl<S: Store> Searcher<S> {
             .inc_by(count as u64);
     }
 
+    /// The query's embedding: from the cache when the same text was embedded recently.
+    async fn embed_query(&self, query: &str) -> Result<Arc<[f32]>, ApiError> {
+        if let Some(vector) = self.embeddings.as_ref().and_then(|c| c.get(query)) {
+            self.cached("hit");
+            return Ok(vector);
+        }
+        let vector: Arc<[f32]> = self
+            .embedder
+            .embed(vec![query.to_owned()])
+            .await
+            .map_err(ApiError::model)?
+            .pop()
+            .ok_or_else(|| ApiError::Unavailable("the embedder returned no vector".into()))?
+            .into();
+        if let Some(cache) = &self.embeddings {
+            self.cached("miss");
+            cache.insert(query.to_owned(), vector.clone());
+        }
+        Ok(vector)
+    }
+
+    fn cached(&self, outcome: &str) {
+        self.metrics
+            .embedding_cache
+            .with_label_values(&[outcome])
+            .inc();
+    }
+
+    /// [`merge::select`], with the sentence ranges of the windows' documents read first
+    /// when some window will need narrowing (one store read per document).
+    async fn select(
+        &self,
+        windows: Vec<Window>,
+        top_k: usize,
+        budget: usize,
+    ) -> Result<(Vec<Window>, usize, usize), ApiError> {
+        let candidates = &windows[..top_k.min(windows.len())];
+        let mut neighbours = expand::Neighbours::new();
+        if candidates.iter().map(Window::tokens).sum::<usize>() > budget {
+            let revisions: HashMap<DocRef<'_>, u64> = candidates
+                .iter()
+                .map(|w| (DocRef::new(w.tenant.as_deref(), &w.doc_id), w.revision))
+                .collect();
+            neighbours = expand::neighbours(&self.store, &revisions).await?;
+        }
+        Ok(merge::select(windows, top_k, budget, &neighbours))
+    }
+
     pub async fn search(&self, request: ValidSearch) -> Result<SearchResponse, ApiError> {
         let started = Instant::now();
         let mut timings = Timings::default();
@@ -91,20 +148,14 @@ impl<S: Store> Searcher<S> {
         }
 
         let t = Instant::now();
-        let dense = self
-            .embedder
-            .embed(vec![request.query.clone()])
-            .await
-            .map_err(ApiError::model)?
-            .pop()
-            .ok_or_else(|| ApiError::Unavailable("the embedder returned no vector".into()))?;
+        let dense = self.embed_query(&request.query).await?;
         timings.embed = self.stage("embed", t);
 
         let t = Instant::now();
         let hits = self
             .store
             .query(&HybridQuery {
-                dense,
+                dense: dense.to_vec(),
                 text: request.query.clone(),
                 limit: (request.top_k * self.search.hits_per_window).min(self.search.candidates),
                 candidates: self.search.candidates,
@@ -112,6 +163,7 @@ impl<S: Store> Searcher<S> {
                     tenant: request.tenant.clone(),
                     doc_ids: request.doc_ids.clone(),
                 },
+                channels: self.search.channels,
                 channel_ranks: false,
             })
             .await
@@ -151,8 +203,13 @@ impl<S: Store> Searcher<S> {
             timings.rerank = self.stage("rerank", t);
         }
 
-        let (windows, truncated) = merge::select(windows, request.top_k, self.search.token_budget);
+        let t = Instant::now();
+        let (windows, truncated, narrowed) = self
+            .select(windows, request.top_k, request.token_budget)
+            .await?;
+        timings.select = self.stage("select", t);
         self.decided("kept", windows.len());
+        self.decided("narrowed", narrowed);
         self.decided("merged", merged);
         self.decided("dropped", dropped);
         self.decided("truncated", truncated);

@@ -1,6 +1,8 @@
 //! Enrich stage: the situating context embedded with each sentence (DESIGN.md, "Enrichment").
 //!
 //! - Structural (default): title and heading path. Free and deterministic.
+//! - None: the sentence alone (for users whose sentences stand on their own, and the
+//!   evaluation's ablation).
 //! - LLM: one chat-completion call per changed section to any OpenAI-compatible endpoint.
 //!   A context is reused, without a call, from the moka cache or from the index (the
 //!   records of an unchanged section carry it in their payload, so a restart does not pay
@@ -24,6 +26,9 @@ use casement_text::{
 use crate::config::{EnrichConfig, EnrichMode, LlmConfig};
 use crate::metrics::Metrics;
 
+/// The context source of records embedded without context (`enrich.mode = "none"`).
+pub const NO_CONTEXT_SOURCE: &str = "none";
+
 /// Section id → (context, context source).
 pub type Contexts = HashMap<String, (String, String)>;
 
@@ -36,6 +41,8 @@ short sentences of context and nothing else.";
 #[derive(Debug, Clone)]
 pub enum Enricher {
     Structural,
+    /// No context: the sentence alone is embedded (and indexed for BM25).
+    None,
     Llm(Box<LlmEnricher>),
 }
 
@@ -52,6 +59,7 @@ impl Enricher {
     pub fn new(config: &EnrichConfig, metrics: &Metrics) -> anyhow::Result<Self> {
         Ok(match config.mode {
             EnrichMode::Structural => Self::Structural,
+            EnrichMode::None => Self::None,
             EnrichMode::Llm => Self::Llm(Box::new(LlmEnricher::new(&config.llm, metrics)?)),
         })
     }
@@ -69,6 +77,7 @@ impl Enricher {
                 Self::Llm(llm) if !section.sentences.is_empty() => {
                     llm.context(segmented, section, current, structural).await
                 }
+                Self::None => (String::new(), NO_CONTEXT_SOURCE.to_owned()),
                 _ => (structural, STRUCTURAL_CONTEXT_SOURCE.to_owned()),
             };
             contexts.insert(section.id.clone(), context);

@@ -144,8 +144,16 @@ impl Inner {
             filter: Some(filter.clone()),
             score_threshold: None,
         };
-        let mut prefetches = vec![prefetch(&dense)];
-        prefetches.extend(sparse.iter().map(prefetch));
+        let mut prefetches = Vec::new();
+        if query.channels.dense() {
+            prefetches.push(prefetch(&dense));
+        }
+        if query.channels.bm25() {
+            prefetches.extend(sparse.iter().map(prefetch));
+        }
+        if prefetches.is_empty() {
+            return Ok(Vec::new());
+        }
         let fused = self
             .shard
             .query(QueryRequest {

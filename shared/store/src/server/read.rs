@@ -143,19 +143,24 @@ impl ServerStore {
         let dense_query = Query::new_nearest(query.dense.clone());
         let sparse_query = (!sparse.is_empty())
             .then(|| Query::new_nearest(VectorInput::new_sparse(sparse.indices, sparse.values)));
+        if !query.channels.dense() && sparse_query.is_none() {
+            return Ok(Vec::new());
+        }
         let mut fused = QueryPointsBuilder::new(&self.collection)
-            .add_prefetch(
+            .query(Query::new_rrf(RrfBuilder::with_k(self.rrf_k as u32)))
+            .filter(filter.clone())
+            .limit(query.limit as u64)
+            .with_payload(true);
+        if query.channels.dense() {
+            fused = fused.add_prefetch(
                 PrefetchQueryBuilder::default()
                     .query(dense_query.clone())
                     .using(DENSE_VECTOR)
                     .filter(filter.clone())
                     .limit(query.candidates as u64),
-            )
-            .query(Query::new_rrf(RrfBuilder::with_k(self.rrf_k as u32)))
-            .filter(filter.clone())
-            .limit(query.limit as u64)
-            .with_payload(true);
-        if let Some(sparse_query) = &sparse_query {
+            );
+        }
+        if let Some(sparse_query) = sparse_query.as_ref().filter(|_| query.channels.bm25()) {
             fused = fused.add_prefetch(
                 PrefetchQueryBuilder::default()
                     .query(sparse_query.clone())

@@ -113,6 +113,7 @@ pub fn query(text: &str, limit: usize, filter: QueryFilter) -> HybridQuery {
         limit,
         candidates: 50,
         filter,
+        channels: casement_store::Channels::Hybrid,
         channel_ranks: true,
     }
 }

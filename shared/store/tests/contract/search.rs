@@ -1,6 +1,6 @@
 //! Hybrid search: the sparse channel, filters.
 
-use casement_store::{QueryFilter, Store};
+use casement_store::{Channels, QueryFilter, Store};
 
 use super::{GUIDE, Harness, index, markdown, query};
 
@@ -67,6 +67,40 @@ pub async fn sparse_channel_finds_identifier<H: Harness>(harness: &H) {
     assert!(
         hits.windows(2).all(|w| w[0].score >= w[1].score),
         "fused order"
+    );
+
+    // One channel alone: its own order, as the channel ranks of the fused query say.
+    let alone = |channels| {
+        let mut q = query("ERR-4412", 5, QueryFilter::default());
+        q.channels = channels;
+        q.channel_ranks = true;
+        q
+    };
+    let bm25 = store.query(&alone(Channels::Bm25)).await.expect("query");
+    assert_eq!(
+        bm25.iter().map(|h| h.sparse_rank).collect::<Vec<_>>(),
+        (1..=bm25.len()).map(Some).collect::<Vec<_>>(),
+        "BM25 alone is the sparse channel's order"
+    );
+    assert!(bm25[0].record.sentence.contains("ERR-4412"));
+    let dense = store.query(&alone(Channels::Dense)).await.expect("query");
+    assert_eq!(
+        dense.iter().map(|h| h.dense_rank).collect::<Vec<_>>(),
+        (1..=dense.len()).map(Some).collect::<Vec<_>>(),
+        "dense alone is the dense channel's order"
+    );
+    assert!(
+        dense
+            .iter()
+            .take(dense_rank.saturating_sub(1))
+            .all(|h| !h.record.sentence.contains("ERR-4412")),
+        "dense alone does not lift the identifier"
+    );
+    let mut nothing = alone(Channels::Bm25);
+    nothing.text = "the of and".to_owned();
+    assert!(
+        store.query(&nothing).await.expect("query").is_empty(),
+        "BM25 alone with no indexed term finds nothing"
     );
 }
 
