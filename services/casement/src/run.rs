@@ -222,7 +222,7 @@ fn golden_banner(config: &CasementConfig, first: &casement_query::eval::Result<R
     match first {
         Ok(report) => {
             println!(
-                "  golden set  {} ({golden}; again every {} s, casement_eval_* on /metrics)",
+                "  golden set  {}: {golden}, run again every {} s (casement_eval_* on /metrics)",
                 report.summary(),
                 config.eval.interval_secs
             );

@@ -181,12 +181,13 @@ impl Report {
                 None => out.push_str(&format!("  not in the first {}\n", self.k)),
             }
             match &case.first {
-                Some(first) => out.push_str(&format!(
-                    "  first: {} › {}: {}\n",
-                    first.doc_id,
-                    first.section_path.join(" › "),
-                    first.excerpt
-                )),
+                Some(first) => {
+                    let place = std::iter::once(first.doc_id.as_str())
+                        .chain(first.section_path.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" › ");
+                    out.push_str(&format!("  first: {place}: {}\n", first.excerpt));
+                }
                 None => out.push_str("  first: nothing returned\n"),
             }
         }
