@@ -128,10 +128,11 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     };
     // The golden set once over what was just indexed (for the banner), then periodically.
     let evaluation = match &evaluator {
-        Some(evaluator) => Some((
-            evaluator.run().await,
-            tokio::spawn(evaluator.clone().every_interval()),
-        )),
+        Some(evaluator) => {
+            let first = evaluator.run().await;
+            let periodic = tokio::spawn(evaluator.clone().every_interval(first.as_ref().ok()));
+            Some((first, periodic))
+        }
         None => None,
     };
     banner(&config, &engine, address, started, sample_mode);
@@ -226,7 +227,7 @@ fn golden_banner(config: &CasementConfig, first: &casement_query::eval::Result<R
                 report.summary(),
                 config.eval.interval_secs
             );
-            let failing: Vec<String> = report.failed().map(|c| c.name.clone()).collect();
+            let failing = report.failed_names();
             if !failing.is_empty() {
                 println!(
                     "              failing: {} (`casement eval {golden}` shows what came back)",

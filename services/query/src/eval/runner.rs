@@ -124,24 +124,32 @@ impl<S: Store + Clone + 'static> Evaluator<S> {
     /// Runs the golden set now (logging the result), then every interval: the standalone
     /// query service's schedule, whose index is already built when it starts.
     pub async fn now_and_every_interval(self: Arc<Self>) {
-        match self.run().await {
+        let first = self.run().await;
+        match &first {
             Ok(report) if report.failures == 0 => {
                 tracing::info!("golden set: {}", report.summary());
             }
             Ok(report) => {
-                let failing: Vec<String> = report.failed().map(|c| c.name.clone()).collect();
-                tracing::warn!(?failing, "golden set: {}", report.summary());
+                tracing::warn!(failing = ?report.failed_names(), "golden set: {}", report.summary());
             }
             Err(error) => tracing::warn!(%error, "golden set run did not finish"),
         }
-        self.every_interval().await;
+        self.every_interval(first.ok().as_ref()).await;
     }
 
     /// Runs the golden set every `eval.interval_secs`, the first run one interval from now,
-    /// until the task is dropped. A run that fails, or whose failing cases differ from the
-    /// previous run's, is logged as a warning (passing again at info); others at debug.
-    pub async fn every_interval(self: Arc<Self>) {
-        let mut failing: Option<Vec<String>> = None;
+    /// until the task is dropped. A run whose failing cases differ from the previous run's
+    /// (`previous`: the run before this schedule, already reported) is logged as a warning
+    /// (passing again at info), one that does not finish too; others at debug.
+    pub fn every_interval(
+        self: Arc<Self>,
+        previous: Option<&Report>,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let failing = previous.map(Report::failed_names);
+        self.run_every_interval(failing)
+    }
+
+    async fn run_every_interval(self: Arc<Self>, mut failing: Option<Vec<String>>) {
         let mut ticks = tokio::time::interval_at(
             tokio::time::Instant::now() + self.config().interval(),
             self.config().interval(),
@@ -151,7 +159,7 @@ impl<S: Store + Clone + 'static> Evaluator<S> {
             ticks.tick().await;
             match self.run().await {
                 Ok(report) => {
-                    let now: Vec<String> = report.failed().map(|c| c.name.clone()).collect();
+                    let now = report.failed_names();
                     if failing.as_ref() != Some(&now) && !now.is_empty() {
                         tracing::warn!(failing = ?now, "golden set: {}", report.summary());
                     } else if failing.as_ref().is_some_and(|f| !f.is_empty()) && now.is_empty() {

@@ -140,6 +140,11 @@ impl Report {
         self.cases.iter().filter(|c| !c.passed())
     }
 
+    /// The names of the failing cases, in file order.
+    pub fn failed_names(&self) -> Vec<String> {
+        self.failed().map(|c| c.name.clone()).collect()
+    }
+
     /// `9/10 passed (recall@5 0.90, MRR@5 0.85)`.
     pub fn summary(&self) -> String {
         format!(
