@@ -4,8 +4,9 @@ CARGO ?= cargo
 .PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval fuzz-query soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
-## provisions the models, builds, indexes with a progress bar, answers a sample question,
-## then serves the API and applies later edits live until Ctrl-C. Data in ./casement-data.
+## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
+## (in the banner), answers a sample question, then serves the API and applies later edits
+## live until Ctrl-C. Data in ./casement-data.
 run:
 	@start=$$(date +%s); $(MAKE) --no-print-directory models && \
 	CASEMENT_STARTED_AT=$$start $(CARGO) run --release --locked -p casement -- run $(ARGS)

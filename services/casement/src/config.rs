@@ -2,7 +2,8 @@
 //! default). Layered like the services': defaults, then the file, then
 //! `CASEMENT__<SECTION>__<KEY>` variables; unknown keys are rejected. The sections the
 //! services also have (`[events]`, `[pipeline]`, `[enrich]`, `[text]`, `[embedder]`,
-//! `[store]`, `[auth]`, `[limits]`, `[search]`, `[rerank]`, `[log]`) mean the same here.
+//! `[store]`, `[auth]`, `[limits]`, `[search]`, `[rerank]`, `[eval]`, `[log]`) mean the same
+//! here.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,7 +12,9 @@ use casement_config::logging::LogConfig;
 use casement_events::DecodeConfig;
 use casement_inference::EmbedderConfig;
 use casement_pipeline::{EnrichConfig, PipelineConfig};
-use casement_query::config::{AuthConfig, Limits, QueryConfig, RerankConfig, SearchConfig};
+use casement_query::config::{
+    AuthConfig, EvalConfig, Limits, QueryConfig, RerankConfig, SearchConfig,
+};
 use casement_store::StoreConfig;
 use casement_text::TextConfig;
 use serde::{Deserialize, Serialize};
@@ -40,6 +43,8 @@ pub struct CasementConfig {
     pub limits: Limits,
     pub search: SearchConfig,
     pub rerank: RerankConfig,
+    /// The golden set run against the index; on the bundled sample its own set by default.
+    pub eval: EvalConfig,
     pub log: LogConfig,
 }
 
@@ -61,6 +66,7 @@ impl Default for CasementConfig {
             limits: Limits::default(),
             search: SearchConfig::default(),
             rerank: RerankConfig::default(),
+            eval: EvalConfig::default(),
             log: LogConfig {
                 // Readable by default: our own progress and decisions, others' warnings.
                 filter: "warn,casement=info,casement_query=warn".into(),
@@ -251,6 +257,7 @@ impl CasementConfig {
             rerank: self.rerank.clone(),
             embedder: self.embedder.clone(),
             store: self.store(),
+            eval: self.eval.clone(),
             log: self.log.clone(),
         }
     }

@@ -2,11 +2,13 @@
 //! process on Qdrant Edge, fed by local sources instead of Kafka: a revision-log replay,
 //! watched folders and a webhook ([`sources`], [`webhook`]). Every stage is the shared
 //! one ([`engine`]); no Kafka client is linked. `casement run` serves ([`run`]),
-//! `casement backfill` indexes and exits ([`backfill`]).
+//! `casement backfill` indexes and exits ([`backfill`]), `casement eval` runs a golden set
+//! against a running service over HTTP ([`eval`]).
 
 pub mod backfill;
 pub mod config;
 pub mod engine;
+pub mod eval;
 pub mod metrics;
 pub mod progress;
 pub mod run;

@@ -1,5 +1,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::Context;
 use casement::config::{self, CasementConfig};
@@ -45,10 +46,60 @@ enum Command {
     },
     /// Load and validate the configuration, print it as TOML, and exit.
     CheckConfig,
+    /// Run a golden set (JSONL: query, doc_id, optional text, tenant, id) against a running
+    /// service over HTTP; print recall@k, MRR@k and each failing query with what came back
+    /// first. Exit code 0: every case passed; 1: some failed; 2: could not run.
+    Eval {
+        /// The golden set, one JSON object per line.
+        golden: PathBuf,
+        /// The service (`casement run` or `casement-query run`); default: `listen` of the
+        /// config.
+        #[arg(long)]
+        url: Option<String>,
+        /// A case passes when its document (with its text) is in the first k windows;
+        /// default: `eval.k` of the config (5).
+        #[arg(long)]
+        k: Option<usize>,
+        /// Bearer token, when the service has `[auth] keys`.
+        #[arg(long, env = "CASEMENT_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// Print the report as JSON (figures and every case) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
-fn main() -> std::process::ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Eval {
+        golden,
+        url,
+        k,
+        api_key,
+        json,
+    } = &cli.command
+    {
+        let config = match casement_config::load::<CasementConfig>(
+            cli.config.as_deref(),
+            config::ENV_PREFIX,
+            std::env::vars(),
+        ) {
+            Ok(config) => config,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                return ExitCode::from(casement::eval::COULD_NOT_RUN);
+            }
+        };
+        let args = casement::eval::EvalArgs {
+            golden: golden.clone(),
+            url: url
+                .clone()
+                .unwrap_or_else(|| format!("http://{}", config.listen)),
+            k: k.unwrap_or(config.eval.k),
+            api_key: api_key.clone(),
+        };
+        return casement::eval::command(&args, *json);
+    }
     casement_service::exit(|| run(cli))
 }
 
@@ -81,6 +132,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
             casement_service::runtime()?.block_on(casement::backfill::backfill(config, paths))
         }
+        Command::Eval { .. } => unreachable!("handled in main"),
         Command::CheckConfig => {
             print!(
                 "{}",

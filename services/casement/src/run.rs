@@ -2,7 +2,8 @@
 //! revision logs (with a progress bar), then watches the configured folders and takes
 //! webhook events, and serves searches over the same index until SIGTERM or Ctrl-C.
 //! With no source configured it runs the bundled sample ([`crate::sample`]) and answers a
-//! sample question.
+//! sample question. With a golden set (`[eval]`; the sample's own on the sample) it runs
+//! it once the replay is indexed, shows the result in the banner, and again periodically.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use casement_pipeline::Decision;
 use casement_query::api::{SearchRequest, SearchResponse};
+use casement_query::eval::{Evaluator, Report};
 use casement_query::service::{app_with, load_reranker};
 use tokio::sync::oneshot;
 
@@ -29,6 +31,8 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     if sample_mode {
         sample::prepare(&mut config)?;
     }
+    // A missing or malformed golden set fails here, before the models load.
+    casement_query::eval::check(&config.eval)?;
     let inputs = replay::read(&config.sources.replay.paths)?;
     let mut positions = Positions::load(&config.data_dir);
     if positions.replay_inputs != inputs.identity {
@@ -63,6 +67,7 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
         openapi,
         engine.store_probe.clone(),
     );
+    let evaluator = Evaluator::new(&query_app, &engine.registry).map(Arc::new);
     let mut router = casement_query::router(query_app.clone());
     if config.sources.webhook.enabled {
         router = router.merge(webhook::router(Arc::new(Webhook {
@@ -121,7 +126,23 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
         let watcher = Watcher::new(config.watch(), &config.data_dir, engine.feeder.clone());
         Some(tokio::spawn(watcher.run()))
     };
+    // The golden set once over what was just indexed (for the banner), then periodically.
+    let evaluation = match &evaluator {
+        Some(evaluator) => {
+            let first = evaluator.run().await;
+            let periodic = tokio::spawn(evaluator.clone().every_interval(first.as_ref().ok()));
+            Some((first, periodic))
+        }
+        None => None,
+    };
     banner(&config, &engine, address, started, sample_mode);
+    if let Some((first, _)) = &evaluation {
+        golden_banner(&config, first);
+    }
+    println!(
+        "Ctrl-C stops; the index and the source positions are kept in {}.",
+        config.data_dir.display()
+    );
     if sample_mode {
         sample_answer(&query_app).await;
     }
@@ -130,6 +151,9 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     eprintln!("stopping: finishing the events in hand");
     replay_task.abort();
     journal_task.abort();
+    if let Some((_, periodic)) = evaluation {
+        periodic.abort();
+    }
     shutdown(engine, stop_http, server, watcher).await
 }
 
@@ -191,10 +215,28 @@ fn banner(
             sample::docs_dir(&config.data_dir).display()
         );
     }
-    println!(
-        "Ctrl-C stops; the index and the source positions are kept in {}.",
-        config.data_dir.display()
-    );
+}
+
+/// The banner's golden-set line: the first run's figures, or why it did not finish.
+fn golden_banner(config: &CasementConfig, first: &casement_query::eval::Result<Report>) {
+    let golden = config.eval.golden.display();
+    match first {
+        Ok(report) => {
+            println!(
+                "  golden set  {}: {golden}, run again every {} s (casement_eval_* on /metrics)",
+                report.summary(),
+                config.eval.interval_secs
+            );
+            let failing = report.failed_names();
+            if !failing.is_empty() {
+                println!(
+                    "              failing: {} (`casement eval {golden}` shows what came back)",
+                    failing.join(", ")
+                );
+            }
+        }
+        Err(error) => println!("  golden set  did not run: {error}"),
+    }
 }
 
 /// `make run` sets `CASEMENT_STARTED_AT` (seconds since the epoch) before provisioning

@@ -17,7 +17,7 @@ fn help_lists_the_commands() {
     let output = casement().arg("--help").output().expect("runs");
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
-    for command in ["run", "backfill", "check-config"] {
+    for command in ["run", "backfill", "check-config", "eval"] {
         assert!(help.contains(command), "{help}");
     }
 }
@@ -63,6 +63,37 @@ fn run_fails_at_start_on_bad_config() {
         assert!(!output.status.success(), "{key}={value}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(message), "{key}={value}: {stderr}");
+    }
+    // The golden set is read at start: a missing file or a bad line fails there.
+    let golden = dir.path().join("golden.jsonl");
+    std::fs::write(
+        &golden,
+        "{\"query\": \"q\", \"doc_id\": \"a\"}\n{\"query\": \"q\", \"doc\": \"a\"}\n",
+    )
+    .unwrap();
+    for (path, message) in [
+        (
+            "/no/such/golden.jsonl".to_owned(),
+            "golden set /no/such/golden.jsonl".to_owned(),
+        ),
+        (
+            golden.display().to_string(),
+            format!(
+                "golden set {}, line 2: unknown field `doc`",
+                golden.display()
+            ),
+        ),
+    ] {
+        let output = casement()
+            .env("CASEMENT__EVAL__GOLDEN", &path)
+            .arg("--data-dir")
+            .arg(dir.path())
+            .arg("run")
+            .output()
+            .expect("runs");
+        assert!(!output.status.success(), "{path}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(&message), "{path}: {stderr}");
     }
     let output = casement()
         .arg("--data-dir")
@@ -133,4 +164,33 @@ fn backfill_indexes_and_summarises() {
         .expect("runs");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("must be a revision log"));
+}
+
+/// `casement eval` exits 2 when it cannot run: a malformed golden set (with its line), no
+/// service at the URL. (Passing and failing cases: `tests/e2e/sample.rs`.)
+#[test]
+fn eval_that_cannot_run_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let golden = dir.path().join("golden.jsonl");
+    std::fs::write(&golden, "{\"query\": \"q\", \"doc_id\": \"a\"}\nnot json\n").unwrap();
+    let output = casement().arg("eval").arg(&golden).output().expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(", line 2: "), "{stderr}");
+
+    std::fs::write(&golden, "{\"query\": \"q\", \"doc_id\": \"a\"}\n").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // Bound and released: nothing listens there now.
+    let output = casement()
+        .arg("eval")
+        .arg(&golden)
+        .args(["--url", &format!("http://127.0.0.1:{port}")])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("case line 1: POST"), "{stderr}");
 }

@@ -3,6 +3,7 @@
 //! `CASEMENT_QUERY__<SECTION>__<KEY>` variables; unknown keys are rejected.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use casement_inference::{EmbedderConfig, Precision, RerankerConfig};
@@ -24,6 +25,7 @@ pub struct QueryConfig {
     /// The query embedder: must be the model (and precision) the indexer embeds with.
     pub embedder: EmbedderConfig,
     pub store: StoreConfig,
+    pub eval: EvalConfig,
     pub log: LogConfig,
 }
 
@@ -37,6 +39,7 @@ impl Default for QueryConfig {
             rerank: RerankConfig::default(),
             embedder: EmbedderConfig::default(),
             store: StoreConfig::default(),
+            eval: EvalConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -177,6 +180,42 @@ impl Default for RerankConfig {
     }
 }
 
+/// The golden set evaluated against the live index (`crate::eval`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// The golden set (JSONL: `query`, `doc_id`, optional `text`, `tenant`, `id`), read at
+    /// start (a missing or malformed file fails there) and again at every run, so cases can
+    /// be added without a restart. Empty: no evaluation, and no `casement_eval_*` metrics.
+    pub golden: PathBuf,
+    /// Seconds between two runs.
+    pub interval_secs: u64,
+    /// A case passes when a window of its document (holding its text, if given) is among
+    /// the first `k` returned.
+    pub k: usize,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self {
+            golden: PathBuf::new(),
+            interval_secs: 300,
+            k: 5,
+        }
+    }
+}
+
+impl EvalConfig {
+    /// The golden set's path, when evaluation is on.
+    pub fn golden(&self) -> Option<&std::path::Path> {
+        (!self.golden.as_os_str().is_empty()).then_some(self.golden.as_path())
+    }
+
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs(self.interval_secs)
+    }
+}
+
 pub use casement_config::logging::{LogConfig, LogFormat};
 
 fn between(name: &str, value: usize, low: usize, high: usize) -> Result<(), String> {
@@ -209,6 +248,10 @@ impl casement_config::Config for QueryConfig {
             ));
         }
         between("rerank.candidates", self.rerank.candidates, 1, 1000)?;
+        between("eval.k", self.eval.k, 1, l.max_top_k)?;
+        if self.eval.interval_secs == 0 {
+            return Err("eval.interval_secs must be at least 1".into());
+        }
         for (i, key) in self.auth.keys.iter().enumerate() {
             if key.token.chars().count() < 16 {
                 return Err(format!(

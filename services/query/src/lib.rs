@@ -7,6 +7,7 @@
 pub mod api;
 pub mod config;
 pub mod error;
+pub mod eval;
 pub mod http;
 pub mod metrics;
 pub mod search;

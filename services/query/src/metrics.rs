@@ -1,7 +1,7 @@
 //! The query service's Prometheus metrics. Every name here is listed in `docs/metrics.md`
 //! (a test scrapes `/metrics` and checks the two agree).
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
 
 /// Search stages (`stage` label).
 pub const STAGES: [&str; 7] = [
@@ -11,6 +11,30 @@ pub const STAGES: [&str; 7] = [
 /// dropped as contained in a better one, cut by the token budget, narrowed around its best
 /// match to fit the token budget (also counted as kept).
 pub const DECISIONS: [&str; 5] = ["kept", "merged", "dropped", "truncated", "narrowed"];
+
+/// How a golden-set run ended (`outcome` label of `casement_eval_runs_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvalOutcome {
+    /// Every case passed.
+    Passed,
+    /// Some case failed.
+    Failed,
+    /// The run could not finish (the golden file unreadable, a search failed); the gauges
+    /// keep the last finished run.
+    Error,
+}
+
+impl EvalOutcome {
+    pub const ALL: [Self; 3] = [Self::Passed, Self::Failed, Self::Error];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Passed => "passed",
+            Self::Failed => "failed",
+            Self::Error => "error",
+        }
+    }
+}
 
 const LATENCY: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.035, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 5.0,
@@ -142,6 +166,89 @@ impl Metrics {
             tokens_returned,
             rerank_candidates,
             embedding_cache,
+        }
+    }
+}
+
+/// The golden set's metrics (`crate::eval`), registered only when `eval.golden` is set: a
+/// service that evaluates nothing serves none of them. The gauges hold the last finished
+/// run (0 before the first; `casement_eval_last_run_timestamp_seconds` is 0 then).
+#[derive(Debug, Clone)]
+pub struct EvalMetrics {
+    pub recall: Gauge,
+    pub mrr: Gauge,
+    pub queries: IntGauge,
+    pub failures: IntGauge,
+    pub last_run: Gauge,
+    pub runs: IntCounterVec,
+    pub duration: prometheus::Histogram,
+}
+
+const EVAL_DURATION: [f64; 10] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+impl EvalMetrics {
+    #[allow(clippy::expect_used)] // Names are constants: a failure here is a programming error.
+    pub fn register(registry: &Registry) -> Self {
+        let gauge = |name: &str, help: &str| Gauge::new(name, help).expect("metric");
+        let int_gauge = |name: &str, help: &str| IntGauge::new(name, help).expect("metric");
+        let recall = gauge(
+            "casement_eval_recall",
+            "Golden set, last run: share of queries whose document (and text) is in the first eval.k windows.",
+        );
+        let mrr = gauge(
+            "casement_eval_mrr",
+            "Golden set, last run: mean reciprocal rank within eval.k (0 for a failing query).",
+        );
+        let queries = int_gauge(
+            "casement_eval_queries",
+            "Golden set, last run: queries evaluated.",
+        );
+        let failures = int_gauge(
+            "casement_eval_failures",
+            "Golden set, last run: queries that failed.",
+        );
+        let last_run = gauge(
+            "casement_eval_last_run_timestamp_seconds",
+            "Unix time the last golden-set run finished (0: none yet).",
+        );
+        let runs = IntCounterVec::new(
+            Opts::new(
+                "casement_eval_runs_total",
+                "Golden-set runs by outcome (passed, failed, error).",
+            ),
+            &["outcome"],
+        )
+        .expect("metric");
+        let duration = prometheus::Histogram::with_opts(
+            HistogramOpts::new(
+                "casement_eval_duration_seconds",
+                "Duration of one golden-set run.",
+            )
+            .buckets(EVAL_DURATION.to_vec()),
+        )
+        .expect("metric");
+        for collector in [
+            Box::new(recall.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(mrr.clone()),
+            Box::new(queries.clone()),
+            Box::new(failures.clone()),
+            Box::new(last_run.clone()),
+            Box::new(runs.clone()),
+            Box::new(duration.clone()),
+        ] {
+            registry.register(collector).expect("register metric");
+        }
+        for outcome in EvalOutcome::ALL {
+            runs.with_label_values(&[outcome.name()]);
+        }
+        Self {
+            recall,
+            mrr,
+            queries,
+            failures,
+            last_run,
+            runs,
+            duration,
         }
     }
 }

@@ -9,6 +9,7 @@ use casement_inference::{BlockingPool, Embed, load_embedder};
 use casement_store::{AnyStore, Store, StoreProbe};
 
 use crate::config::QueryConfig;
+use crate::eval::Evaluator;
 use crate::http::{App, router};
 use crate::metrics::Metrics;
 use crate::search::{Reranker, Searcher};
@@ -111,6 +112,14 @@ pub async fn run(
             config.listen
         );
     }
+    if let Some(golden) = crate::eval::check(&config.eval)? {
+        tracing::info!(
+            path = %golden.path.display(),
+            cases = golden.cases.len(),
+            every_secs = config.eval.interval_secs,
+            "golden set evaluated at start and periodically ([eval])"
+        );
+    }
     let (embedder, reranker) = load_models(&config).await?;
     let store = AnyStore::open(&config.store, embedder.dimension())
         .await
@@ -122,7 +131,12 @@ pub async fn run(
         "query service listening (POST /v1/search, GET /openapi.json, /metrics)"
     );
     let app = app(config, store, embedder, reranker, Metrics::new());
+    let evaluation = Evaluator::new(&app, &app.metrics.registry)
+        .map(|evaluator| tokio::spawn(Arc::new(evaluator).now_and_every_interval()));
     serve(listener, app, shutdown).await?;
+    if let Some(evaluation) = evaluation {
+        evaluation.abort();
+    }
     tracing::info!("stopped");
     Ok(())
 }

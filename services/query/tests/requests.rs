@@ -38,6 +38,7 @@ async fn bad_requests_get_4xx_with_a_message_and_metrics_are_documented() {
         token: ACME.into(),
         tenant: Some("acme".into()),
     }];
+    golden_set_in_process(&dir, &config, &store).await;
     let served = serve(config, store).await;
     let base = served.base.as_str();
     let client = reqwest::Client::new();
@@ -209,6 +210,81 @@ async fn bad_requests_get_4xx_with_a_message_and_metrics_are_documented() {
     assert_eq!(
         served["components"]["schemas"]["SearchRequest"]["properties"]["top_k"]["maximum"],
         7
+    );
+}
+
+/// The service's own golden-set runner over the same index: a case passes (its tenant's
+/// document, with its text), one fails; the gauges hold the run and are documented; a
+/// golden file broken after start makes a run an `error` that leaves the gauges alone.
+async fn golden_set_in_process(
+    dir: &tempfile::TempDir,
+    config: &QueryConfig,
+    store: &casement_store::EdgeStore,
+) {
+    let golden = dir.path().join("golden.jsonl");
+    std::fs::write(
+        &golden,
+        concat!(
+            r#"{"id": "afc", "query": "Which NFL team represented the AFC at Super Bowl 50?", "doc_id": "squad-0", "tenant": "acme", "text": "Denver  broncos"}"#,
+            "\n",
+            r#"{"id": "gone", "query": "Which NFL team represented the AFC at Super Bowl 50?", "doc_id": "squad-9", "tenant": "acme"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let mut config = config.clone();
+    config.eval.golden = golden.clone();
+    let (model, _) = models().await;
+    let app = casement_query::service::app(
+        config,
+        store.clone(),
+        model,
+        None,
+        casement_query::Metrics::new(),
+    );
+    let registry = &app.metrics.registry;
+    let evaluator = casement_query::eval::Evaluator::new(&app, registry).expect("golden set set");
+    let report = evaluator.run().await.unwrap();
+    assert_eq!(
+        (report.queries, report.failures),
+        (2, 1),
+        "{}",
+        report.render()
+    );
+    assert!(report.cases[0].passed(), "{}", report.render());
+    assert!(report.render().contains("FAIL gone (line 2)"));
+    let metrics = casement_service::render(registry);
+    casement_testkit::metrics_doc::assert_served_as_documented(&metrics, &["casement_eval_"], &[]);
+    for series in [
+        "casement_eval_queries 2",
+        "casement_eval_failures 1",
+        "casement_eval_recall 0.5",
+        "casement_eval_runs_total{outcome=\"failed\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == series), "{series}:\n{metrics}");
+    }
+    let mrr = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("casement_eval_mrr "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert_eq!(mrr, Some(report.mrr), "{metrics}");
+    // Golden searches are not user traffic.
+    assert!(
+        !metrics.contains("casement_query_returned_windows_count 1"),
+        "{metrics}"
+    );
+    std::fs::write(&golden, "{\"query\": \"q\"}\n").unwrap();
+    let error = evaluator.run().await.unwrap_err().to_string();
+    assert!(error.contains("line 1: missing field `doc_id`"), "{error}");
+    let metrics = casement_service::render(registry);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "casement_eval_runs_total{outcome=\"error\"} 1")
+    );
+    assert!(
+        metrics.lines().any(|l| l == "casement_eval_queries 2"),
+        "{metrics}"
     );
 }
 

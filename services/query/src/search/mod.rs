@@ -72,6 +72,18 @@ impl<S: Store> Searcher<S> {
         &self.store
     }
 
+    /// The same searcher, timing and counting into `metrics`: the golden set's searches
+    /// (`crate::eval`) stay out of the serving latency and merge metrics.
+    pub fn with_metrics(&self, metrics: Metrics) -> Self
+    where
+        S: Clone,
+    {
+        Self {
+            metrics,
+            ..self.clone()
+        }
+    }
+
     fn stage(&self, stage: &str, started: Instant) -> f64 {
         let ms = millis(started);
         self.metrics
