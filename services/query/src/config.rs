@@ -123,6 +123,9 @@ pub struct SearchConfig {
     /// The window radius the indexer wrote (its `text.window_radius`); a request may ask
     /// for a smaller one.
     pub indexed_window_radius: usize,
+    /// How merged windows are ranked: `best` (their best sentence's fused score) or `sum`
+    /// (the sum over their matched sentences).
+    pub window_score: crate::search::merge::WindowScore,
     /// A window whose tokens are at least this share contained in a higher-scoring window
     /// is dropped.
     pub containment: f32,
@@ -139,6 +142,7 @@ impl Default for SearchConfig {
             channels: casement_store::Channels::Hybrid,
             embedding_cache: 10_000,
             indexed_window_radius: casement_text::TextConfig::default().window_radius,
+            window_score: crate::search::merge::WindowScore::Best,
             containment: 0.6,
             token_budget: 4_000,
         }

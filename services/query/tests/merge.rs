@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use casement_query::search::expand::{Neighbours, narrow_around};
 use casement_query::search::merge::{
-    Matched, Window, apply_rerank, drop_contained, merge_overlapping, select,
+    Matched, Window, WindowScore, apply_rerank, drop_contained, merge_overlapping, select,
 };
 use casement_text::window::window_indices;
 use proptest::prelude::*;
@@ -141,7 +141,7 @@ proptest! {
         let input_union: BTreeSet<_> = windows.iter().flat_map(indices).collect();
         let input_ids: BTreeSet<Uuid> = windows.iter().flat_map(|w| w.matches.iter().map(|m| m.id)).collect();
         let best = windows.iter().map(|w| w.score).fold(f32::MIN, f32::max);
-        let (merged, absorbed) = merge_overlapping(windows.clone());
+        let (merged, absorbed) = merge_overlapping(windows.clone(), WindowScore::Best);
         prop_assert_eq!(merged.len() + absorbed, windows.len());
 
         // No sentence twice; every match kept.
@@ -185,6 +185,14 @@ proptest! {
         if let Some(first) = merged.first() {
             prop_assert_eq!(first.score, best);
         }
+        // Scored by the sum of the matches: the same windows, ranked by that sum.
+        let (summed, _) = merge_overlapping(windows.clone(), WindowScore::Sum);
+        prop_assert_eq!(summed.len(), merged.len());
+        for w in &summed {
+            let sum: f32 = w.matches.iter().map(|m| m.score).sum();
+            prop_assert!((w.score - sum).abs() <= 1e-6 * sum.abs().max(1.0));
+        }
+        prop_assert!(summed.windows(2).all(|p| p[0].score >= p[1].score));
     }
 
     #[test]
@@ -193,7 +201,7 @@ proptest! {
                                      top_k in 1usize..10,
                                      budget in 1usize..400,
                                      seed in any::<u64>()) {
-        let (merged, _) = merge_overlapping(windows);
+        let (merged, _) = merge_overlapping(windows, WindowScore::Best);
         let (kept, dropped) = drop_contained(merged.clone(), threshold);
         prop_assert_eq!(kept.len() + dropped, merged.len());
         // Order kept; the best window always stays.
@@ -229,8 +237,7 @@ proptest! {
         for (got, from) in answer.iter().zip(&reranked) {
             prop_assert_eq!((&got.doc_id, &got.section_id), (&from.doc_id, &from.section_id));
             prop_assert!(got.sentences.start >= from.sentences.start && got.sentences.end <= from.sentences.end);
-            let best = from.matches.iter().map(|m| m.score).fold(f32::MIN, f32::max);
-            prop_assert_eq!(got.score, best);
+            prop_assert_eq!(got.score, from.score);
         }
         prop_assert_eq!(answer.iter().filter(|w| !reranked.contains(w)).count(), narrowed);
     }
@@ -260,7 +267,7 @@ proptest! {
     fn narrowing_cuts_the_exact_sentences_around_a_match((docs, windows, _radius) in case(),
                                                           pick in any::<prop::sample::Index>(),
                                                           radius in 0usize..4) {
-        let (merged, _) = merge_overlapping(windows);
+        let (merged, _) = merge_overlapping(windows, WindowScore::Best);
         prop_assume!(!merged.is_empty());
         let window = merged[pick.index(merged.len())].clone();
         let centre = window.matches[pick.index(window.matches.len())].index;
@@ -275,8 +282,7 @@ proptest! {
         prop_assert!(narrowed.matches.iter().all(|m| narrowed.sentences.contains(&m.index)));
         let inside = window.matches.iter().filter(|m| narrowed.sentences.contains(&m.index)).count();
         prop_assert_eq!(narrowed.matches.len(), inside);
-        let top = narrowed.matches.iter().map(|m| m.score).fold(f32::MIN, f32::max);
-        prop_assert_eq!(narrowed.score, top);
+        prop_assert_eq!(narrowed.score, window.score);
         prop_assert!(narrowed.tokens() <= window.tokens());
     }
 }
@@ -303,7 +309,7 @@ fn touching_windows_merge_and_distant_ones_do_not() {
         d.window(0, 4, 1, 0.8),
         d.window(0, 9, 1, 0.5),
     ];
-    let (merged, absorbed) = merge_overlapping(windows);
+    let (merged, absorbed) = merge_overlapping(windows, WindowScore::Best);
     assert_eq!(absorbed, 1);
     assert_eq!(merged.len(), 2);
     assert_eq!(merged[0].sentences, 0..6);

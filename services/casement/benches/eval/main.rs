@@ -154,6 +154,27 @@ fn variants() -> Vec<Variant> {
             Some(5),
         ),
         ablation(
+            "hits1",
+            "1 sentence hit per window asked",
+            Index::Shipped,
+            vec![("CASEMENT_QUERY__SEARCH__HITS_PER_WINDOW", "1")],
+            None,
+        ),
+        ablation(
+            "hits2",
+            "2 sentence hits per window asked",
+            Index::Shipped,
+            vec![("CASEMENT_QUERY__SEARCH__HITS_PER_WINDOW", "2")],
+            None,
+        ),
+        ablation(
+            "sum",
+            "windows ranked by the sum of their matches",
+            Index::Shipped,
+            vec![("CASEMENT_QUERY__SEARCH__WINDOW_SCORE", "sum")],
+            None,
+        ),
+        ablation(
             "candidates20",
             "20 candidates per channel",
             Index::Shipped,

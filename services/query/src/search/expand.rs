@@ -56,8 +56,8 @@ pub fn narrow(window: Window, radius: usize, neighbours: &Neighbours) -> Window 
 }
 
 /// Narrows a window to `radius` sentences each side of sentence `centre` (within the
-/// window), keeping only the matches inside; the window itself when a neighbour's range is
-/// missing.
+/// window), keeping only the matches inside and the window's score; the window itself when
+/// a neighbour's range is missing.
 pub fn narrow_around(
     window: Window,
     centre: u32,
@@ -99,20 +99,12 @@ pub fn narrow_around(
         .into_iter()
         .filter(|m| sentences.contains(&m.index))
         .collect();
-    let score = matches
-        .iter()
-        .map(|m| m.score)
-        .fold(f32::NEG_INFINITY, f32::max);
+    // The score stays the one the window was ranked by.
     Window {
         sentences,
         char_start,
         char_end,
         text,
-        score: if matches.is_empty() {
-            window.score
-        } else {
-            score
-        },
         matches,
         ..window
     }

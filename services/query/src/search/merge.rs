@@ -6,8 +6,9 @@
 //!    and the best score. Windows never merge across sections (or revisions).
 //! 2. [`drop_contained`]: a window whose tokens are mostly (`threshold`) contained in a
 //!    higher-scoring window is dropped (near-duplicate pages, copied paragraphs).
-//! 3. [`select`]: the answer takes windows in order up to `top_k` and the token budget,
-//!    narrowing a window that does not fit around its best match.
+//! 3. [`select`]: the answer takes windows in order up to `top_k` within the token budget,
+//!    sharing the budget out (each window from its best match, widening in rounds) when
+//!    they do not fit whole.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -47,7 +48,8 @@ pub struct Window {
     pub text: String,
     /// Sorted by position, no sentence twice.
     pub matches: Vec<Matched>,
-    /// Best fused score of the matches.
+    /// The window's score from its matches' fused scores (`WindowScore`; the best by
+    /// default), by which windows are ordered before any rerank.
     pub score: f32,
     pub rerank: Option<f32>,
 }
@@ -100,9 +102,30 @@ pub fn by_score(a: &Window, b: &Window) -> std::cmp::Ordering {
         .then(a.char_start.cmp(&b.char_start))
 }
 
-/// Rule 1. Returns the merged windows, best score first, and how many input windows were
-/// absorbed into another.
-pub fn merge_overlapping(windows: Vec<Window>) -> (Vec<Window>, usize) {
+/// How a merged window is scored from its matched sentences' fused scores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowScore {
+    /// The best match's score.
+    #[default]
+    Best,
+    /// The sum of the matches' scores: a window where several sentences matched ranks
+    /// above one where a single sentence matched as well.
+    Sum,
+}
+
+impl WindowScore {
+    pub fn of(self, matches: &[Matched]) -> f32 {
+        match self {
+            Self::Best => matches.iter().map(|m| m.score).fold(f32::MIN, f32::max),
+            Self::Sum => matches.iter().map(|m| m.score).sum(),
+        }
+    }
+}
+
+/// Rule 1. Returns the merged windows, best score first (scored by `rule`), and how many
+/// input windows were absorbed into another.
+pub fn merge_overlapping(windows: Vec<Window>, rule: WindowScore) -> (Vec<Window>, usize) {
     let total = windows.len();
     let mut groups: HashMap<(String, u64, String), Vec<Window>> = HashMap::new();
     for window in windows {
@@ -128,6 +151,9 @@ pub fn merge_overlapping(windows: Vec<Window>) -> (Vec<Window>, usize) {
             }
         }
         merged.push(current);
+    }
+    for window in &mut merged {
+        window.score = rule.of(&window.matches);
     }
     merged.sort_by(by_score);
     let absorbed = total - merged.len();
@@ -176,53 +202,78 @@ pub fn drop_contained(windows: Vec<Window>, threshold: f32) -> (Vec<Window>, usi
     (kept.into_iter().map(|(w, _)| w).collect(), dropped)
 }
 
-/// Rule 3: windows in their order until `top_k` or the token budget. A window that does
-/// not fit in what is left is narrowed around its best-scoring match (fewer sentences each
-/// side, down to the match alone, using the sentence ranges in `neighbours`) until it
-/// fits; when even that does not fit (or its ranges are unknown), it and the windows after
-/// it are cut. Returns the answer, how many windows the budget cut (those past `top_k`
-/// are not counted: they were never going to be returned) and how many were narrowed.
+/// Rule 3: the first `top_k` windows, within the token budget. When they fit whole, they
+/// are the answer. When they do not, the budget is shared out (a budget-aware merge): each
+/// window starts as its best-scoring match alone (with the sentence ranges in
+/// `neighbours`), windows are taken in order while those fit, and then they widen one
+/// sentence each side per round, in rank order, back towards their merged extent, until
+/// the next widening would pass the budget. A window whose ranges are unknown counts whole.
+/// Returns the answer, how many of the first `top_k` windows the budget cut, and how many
+/// answer windows are narrower than they were merged.
 pub fn select(
     windows: Vec<Window>,
     top_k: usize,
     budget: usize,
     neighbours: &Neighbours,
 ) -> (Vec<Window>, usize, usize) {
-    let mut answer = Vec::new();
-    let (mut used, mut narrowed) = (0, 0);
-    let mut windows = windows.into_iter().take(top_k);
-    while let Some(window) = windows.next() {
-        let tokens = window.tokens();
-        if used + tokens <= budget {
-            used += tokens;
-            answer.push(window);
-            continue;
+    let candidates: Vec<Window> = windows.into_iter().take(top_k).collect();
+    if candidates.iter().map(Window::tokens).sum::<usize>() <= budget {
+        return (candidates, 0, 0);
+    }
+    let centres: Vec<Option<u32>> = candidates
+        .iter()
+        .map(|w| {
+            w.matches
+                .iter()
+                .max_by(|a, b| a.score.total_cmp(&b.score).then(b.index.cmp(&a.index)))
+                .map(|m| m.index)
+        })
+        .collect();
+    let at = |i: usize, radius: usize| match centres[i] {
+        Some(centre) => narrow_around(candidates[i].clone(), centre, radius, neighbours),
+        None => candidates[i].clone(),
+    };
+    let mut answer: Vec<Window> = Vec::new();
+    let mut used = 0;
+    for i in 0..candidates.len() {
+        let window = at(i, 0);
+        if used + window.tokens() > budget {
+            break;
         }
-        let centre = window
-            .matches
-            .iter()
-            .max_by(|a, b| a.score.total_cmp(&b.score).then(b.index.cmp(&a.index)))
-            .map(|m| m.index);
-        let fitted = centre.and_then(|centre| {
-            let widest = (centre.saturating_sub(window.sentences.start))
-                .max(window.sentences.end.saturating_sub(centre + 1))
-                as usize;
-            (0..widest).rev().find_map(|radius| {
-                let candidate = narrow_around(window.clone(), centre, radius, neighbours);
-                (candidate.sentences != window.sentences && used + candidate.tokens() <= budget)
-                    .then_some(candidate)
-            })
-        });
-        match fitted {
-            Some(window) => {
-                used += window.tokens();
-                narrowed += 1;
-                answer.push(window);
+        used += window.tokens();
+        answer.push(window);
+    }
+    let widest = candidates
+        .iter()
+        .map(|w| w.sentences.len())
+        .max()
+        .unwrap_or(0);
+    'rounds: for radius in 1..widest {
+        let mut grew = false;
+        for i in 0..answer.len() {
+            let wider = at(i, radius);
+            if wider.sentences == answer[i].sentences {
+                continue;
             }
-            None => return (answer, 1 + windows.count(), narrowed),
+            let extra = wider.tokens().saturating_sub(answer[i].tokens());
+            if used + extra > budget {
+                break 'rounds;
+            }
+            used += extra;
+            answer[i] = wider;
+            grew = true;
+        }
+        if !grew {
+            break;
         }
     }
-    (answer, 0, narrowed)
+    let narrowed = answer
+        .iter()
+        .zip(&candidates)
+        .filter(|(a, c)| a.sentences != c.sentences)
+        .count();
+    let cut = candidates.len() - answer.len();
+    (answer, cut, narrowed)
 }
 
 /// Orders windows by their rerank scores (best first; ties keep the retrieval order) and

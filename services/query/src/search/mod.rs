@@ -200,7 +200,7 @@ impl<S: Store> Searcher<S> {
         timings.expand = self.stage("expand", t);
 
         let t = Instant::now();
-        let (windows, merged) = merge::merge_overlapping(windows);
+        let (windows, merged) = merge::merge_overlapping(windows, self.search.window_score);
         let (mut windows, dropped) = merge::drop_contained(windows, self.search.containment);
         timings.merge = self.stage("merge", t);
 
