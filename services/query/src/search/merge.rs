@@ -250,17 +250,17 @@ pub fn select(
         .unwrap_or(0);
     'rounds: for radius in 1..widest {
         let mut grew = false;
-        for i in 0..answer.len() {
+        for (i, window) in answer.iter_mut().enumerate() {
             let wider = at(i, radius);
-            if wider.sentences == answer[i].sentences {
+            if wider.sentences == window.sentences {
                 continue;
             }
-            let extra = wider.tokens().saturating_sub(answer[i].tokens());
+            let extra = wider.tokens().saturating_sub(window.tokens());
             if used + extra > budget {
                 break 'rounds;
             }
             used += extra;
-            answer[i] = wider;
+            *window = wider;
             grew = true;
         }
         if !grew {
