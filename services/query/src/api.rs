@@ -53,6 +53,9 @@ pub struct ValidSearch {
     pub window_radius: usize,
     pub min_revision: BTreeMap<String, u64>,
     pub token_budget: usize,
+    /// The request set `token_budget` (the room in its prompt): the budget is shared out
+    /// over the windows. Otherwise it is `search.token_budget`, a cap.
+    pub budget_asked: bool,
     pub timings: bool,
 }
 
@@ -127,6 +130,7 @@ impl SearchRequest {
             window_radius: radius,
             min_revision: self.min_revision,
             token_budget,
+            budget_asked: self.token_budget.is_some(),
             timings: self.timings,
         })
     }

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use casement_query::search::expand::{Neighbours, narrow_around};
 use casement_query::search::merge::{
-    Matched, Window, WindowScore, apply_rerank, drop_contained, merge_overlapping, select,
+    Budget, Matched, Window, WindowScore, apply_rerank, drop_contained, merge_overlapping, select,
 };
 use casement_text::window::window_indices;
 use proptest::prelude::*;
@@ -218,28 +218,39 @@ proptest! {
         prop_assert!(reranked[scored.len()..].iter().all(|w| w.rerank.is_none()));
 
         // Without sentence ranges nothing can be narrowed: the answer is a prefix.
-        let (answer, cut, narrowed) = select(reranked.clone(), top_k, budget, &Neighbours::new());
-        prop_assert_eq!(narrowed, 0);
-        prop_assert!(answer.len() <= top_k);
-        prop_assert!(answer.iter().map(Window::tokens).sum::<usize>() <= budget);
-        prop_assert_eq!(answer.len() + cut, reranked.len().min(top_k));
-        prop_assert_eq!(&answer[..], &reranked[..answer.len()]);
+        for policy in [Budget::Cap, Budget::Share] {
+            let (answer, cut, narrowed) = select(reranked.clone(), top_k, budget, &Neighbours::new(), policy);
+            prop_assert_eq!(narrowed, 0);
+            prop_assert!(answer.len() <= top_k);
+            prop_assert!(answer.iter().map(Window::tokens).sum::<usize>() <= budget);
+            prop_assert_eq!(answer.len() + cut, reranked.len().min(top_k));
+            prop_assert_eq!(&answer[..], &reranked[..answer.len()]);
+        }
+        let prefix = select(reranked.clone(), top_k, budget, &Neighbours::new(), Budget::Cap).0;
 
         // With them, windows that do not fit are narrowed: still within the budget, in the
-        // same order, each inside the window it came from and keeping its best match; at
-        // least as many windows as without narrowing.
-        let without = answer.len();
-        let (answer, cut, narrowed) = select(reranked.clone(), top_k, budget, &neighbours(&docs));
-        prop_assert!(answer.len() >= without);
-        prop_assert!(answer.iter().map(Window::tokens).sum::<usize>() <= budget);
-        prop_assert_eq!(answer.len() + cut, reranked.len().min(top_k));
-        prop_assert!(narrowed <= answer.len());
-        for (got, from) in answer.iter().zip(&reranked) {
-            prop_assert_eq!((&got.doc_id, &got.section_id), (&from.doc_id, &from.section_id));
-            prop_assert!(got.sentences.start >= from.sentences.start && got.sentences.end <= from.sentences.end);
-            prop_assert_eq!(got.score, from.score);
+        // same order, each inside the window it came from and keeping its best match and
+        // score; at least as many windows as the prefix. The cap narrows only the last
+        // window, after the whole prefix.
+        for policy in [Budget::Cap, Budget::Share] {
+            let (answer, cut, narrowed) = select(reranked.clone(), top_k, budget, &neighbours(&docs), policy);
+            prop_assert!(answer.len() >= prefix.len());
+            prop_assert!(answer.iter().map(Window::tokens).sum::<usize>() <= budget);
+            prop_assert_eq!(answer.len() + cut, reranked.len().min(top_k));
+            prop_assert!(narrowed <= answer.len());
+            for (got, from) in answer.iter().zip(&reranked) {
+                prop_assert_eq!((&got.doc_id, &got.section_id), (&from.doc_id, &from.section_id));
+                prop_assert!(got.sentences.start >= from.sentences.start && got.sentences.end <= from.sentences.end);
+                prop_assert_eq!(got.score, from.score);
+                let best = from.matches.iter().max_by(|a, b| a.score.total_cmp(&b.score)).map(|m| m.score);
+                prop_assert_eq!(got.matches.iter().map(|m| m.score).fold(None, |b: Option<f32>, s| Some(b.map_or(s, |b| b.max(s)))), best);
+            }
+            prop_assert_eq!(answer.iter().filter(|w| !reranked.contains(w)).count(), narrowed);
+            if policy == Budget::Cap {
+                prop_assert!(narrowed <= 1);
+                prop_assert_eq!(&answer[..prefix.len()], &prefix[..]);
+            }
         }
-        prop_assert_eq!(answer.iter().filter(|w| !reranked.contains(w)).count(), narrowed);
     }
 }
 

@@ -6,9 +6,9 @@
 //!    and the best score. Windows never merge across sections (or revisions).
 //! 2. [`drop_contained`]: a window whose tokens are mostly (`threshold`) contained in a
 //!    higher-scoring window is dropped (near-duplicate pages, copied paragraphs).
-//! 3. [`select`]: the answer takes windows in order up to `top_k` within the token budget,
-//!    sharing the budget out (each window from its best match, widening in rounds) when
-//!    they do not fit whole.
+//! 3. [`select`]: the answer takes windows in order up to `top_k` within the token budget;
+//!    when they do not fit whole, a budget the client asked for is shared out (each window
+//!    from its best match, widening in rounds) and the server's cap narrows the last one.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -202,19 +202,30 @@ pub fn drop_contained(windows: Vec<Window>, threshold: f32) -> (Vec<Window>, usi
     (kept.into_iter().map(|(w, _)| w).collect(), dropped)
 }
 
-/// Rule 3: the first `top_k` windows, within the token budget. When they fit whole, they
-/// are the answer. When they do not, the budget is shared out (a budget-aware merge): each
-/// window starts as its best-scoring match alone (with the sentence ranges in
-/// `neighbours`), windows are taken in order while those fit, and then they widen one
-/// sentence each side per round, in rank order, back towards their merged extent, until
-/// the next widening would pass the budget. A window whose ranges are unknown counts whole.
-/// Returns the answer, how many of the first `top_k` windows the budget cut, and how many
-/// answer windows are narrower than they were merged.
+/// How [`select`] fits windows into the token budget when they do not fit whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// The server's cap (`search.token_budget`): whole windows in rank order; the first
+    /// that does not fit is narrowed around its best match to what is left, and ends the
+    /// answer.
+    Cap,
+    /// The room the client asked for (`token_budget`): shared out over the windows. Each
+    /// starts as its best-scoring match alone, windows are taken in rank order while those
+    /// fit, then they widen one sentence each side per round, in rank order, back towards
+    /// their merged extent, until the next widening would pass the budget.
+    Share,
+}
+
+/// Rule 3: the first `top_k` windows, within the token budget; when they do not fit
+/// whole, narrowed as `policy` says (with the sentence ranges in `neighbours`; a window
+/// whose ranges are unknown counts whole). Returns the answer, how many of the first
+/// `top_k` windows the budget cut, and how many answer windows are narrower than merged.
 pub fn select(
     windows: Vec<Window>,
     top_k: usize,
     budget: usize,
     neighbours: &Neighbours,
+    policy: Budget,
 ) -> (Vec<Window>, usize, usize) {
     let candidates: Vec<Window> = windows.into_iter().take(top_k).collect();
     if candidates.iter().map(Window::tokens).sum::<usize>() <= budget {
@@ -233,6 +244,35 @@ pub fn select(
         Some(centre) => narrow_around(candidates[i].clone(), centre, radius, neighbours),
         None => candidates[i].clone(),
     };
+    let narrowed = |answer: &[Window]| {
+        answer
+            .iter()
+            .zip(&candidates)
+            .filter(|(a, c)| a.sentences != c.sentences)
+            .count()
+    };
+    if policy == Budget::Cap {
+        let mut answer = Vec::new();
+        let mut used = 0;
+        for (i, window) in candidates.iter().enumerate() {
+            if used + window.tokens() <= budget {
+                used += window.tokens();
+                answer.push(window.clone());
+                continue;
+            }
+            let widest = window.sentences.len();
+            if let Some(fitted) = (0..widest)
+                .rev()
+                .map(|radius| at(i, radius))
+                .find(|w| w.sentences != window.sentences && used + w.tokens() <= budget)
+            {
+                answer.push(fitted);
+            }
+            break;
+        }
+        let (cut, narrowed) = (candidates.len() - answer.len(), narrowed(&answer));
+        return (answer, cut, narrowed);
+    }
     let mut answer: Vec<Window> = Vec::new();
     let mut used = 0;
     for i in 0..candidates.len() {
@@ -267,11 +307,7 @@ pub fn select(
             break;
         }
     }
-    let narrowed = answer
-        .iter()
-        .zip(&candidates)
-        .filter(|(a, c)| a.sentences != c.sentences)
-        .count();
+    let narrowed = narrowed(&answer);
     let cut = candidates.len() - answer.len();
     (answer, cut, narrowed)
 }

@@ -135,6 +135,7 @@ impl<S: Store> Searcher<S> {
         windows: Vec<Window>,
         top_k: usize,
         budget: usize,
+        policy: merge::Budget,
     ) -> Result<(Vec<Window>, usize, usize), ApiError> {
         let candidates = &windows[..top_k.min(windows.len())];
         let mut neighbours = expand::Neighbours::new();
@@ -145,7 +146,7 @@ impl<S: Store> Searcher<S> {
                 .collect();
             neighbours = expand::neighbours(&self.store, &revisions).await?;
         }
-        Ok(merge::select(windows, top_k, budget, &neighbours))
+        Ok(merge::select(windows, top_k, budget, &neighbours, policy))
     }
 
     pub async fn search(&self, request: ValidSearch) -> Result<SearchResponse, ApiError> {
@@ -217,7 +218,16 @@ impl<S: Store> Searcher<S> {
 
         let t = Instant::now();
         let (windows, truncated, narrowed) = self
-            .select(windows, request.top_k, request.token_budget)
+            .select(
+                windows,
+                request.top_k,
+                request.token_budget,
+                if request.budget_asked {
+                    merge::Budget::Share
+                } else {
+                    merge::Budget::Cap
+                },
+            )
             .await?;
         timings.select = self.stage("select", t);
         self.decided("kept", windows.len());
