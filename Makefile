@@ -76,7 +76,8 @@ bench-query: models
 ## Retrieval quality (issue 17): Casement as shipped vs fixed 512/256-token chunks (dense,
 ## BM25, RRF) with the same model and store, plus ablations, on SQuAD v1.1 dev (10,570
 ## questions; defaults chosen on the tune half, reported on the other) and SciFact (300
-## claims); needs ../shared/data, about 45 minutes on 2 cores. Prints a table and writes
+## claims); needs ../shared/data; about 1.5 hours on 2 cores from scratch (indexes are
+## rebuilt fresh), under one hour with EVAL_REUSE=1. Prints a table and writes
 ## target/bench/eval.json. EVAL_ROWS, EVAL_CHUNKS=0, EVAL_QUESTIONS=N, EVAL_REUSE=1: see
 ## services/casement/benches/eval/main.rs.
 eval: models
