@@ -84,7 +84,10 @@ pub async fn sparse_channel_finds_identifier<H: Harness>(harness: &H) {
     );
     // By id: "ERR-44120" contains "ERR-4412" too.
     let target = hit.record.id;
-    assert_eq!(bm25[0].record.id, target, "BM25 alone ranks the identifier first");
+    assert_eq!(
+        bm25[0].record.id, target,
+        "BM25 alone ranks the identifier first"
+    );
     let dense = store.query(&alone(Channels::Dense)).await.expect("query");
     assert_eq!(
         dense.iter().map(|h| h.dense_rank).collect::<Vec<_>>(),
