@@ -28,6 +28,24 @@ pub fn data(path: &str) -> PathBuf {
         .join(path)
 }
 
+/// The non-blank lines of a text file (gunzipped when its name ends in `.gz`), e.g. a JSONL
+/// file of `../shared/data`; panics naming the file when it cannot be read.
+pub fn read_lines(path: &std::path::Path) -> Vec<String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path)
+        .unwrap_or_else(|e| panic!("{}: {e} (benchmarks read ../shared/data)", path.display()));
+    let reader: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(file)))
+    } else {
+        Box::new(std::io::BufReader::new(file))
+    };
+    reader
+        .lines()
+        .map(|l| l.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
 /// Polls `check` every 200 ms until it holds; fails the test after `timeout`.
 pub async fn eventually<F, Fut>(timeout: Duration, what: &str, mut check: F)
 where

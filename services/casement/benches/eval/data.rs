@@ -2,9 +2,10 @@
 //! backfill` indexes them from.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::Path;
 
+use casement_testkit::read_lines;
 use serde_json::{Value, json};
 
 /// One document of a corpus: what `casement backfill` indexes and the chunker cuts.
@@ -58,25 +59,10 @@ pub struct SciFact {
     pub claims: Vec<Claim>,
 }
 
-fn lines(path: &Path) -> Vec<String> {
-    let file = std::fs::File::open(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (make eval reads ../shared/data)", path.display()));
-    let reader: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(file)))
-    } else {
-        Box::new(std::io::BufReader::new(file))
-    };
-    reader
-        .lines()
-        .map(Result::unwrap)
-        .filter(|l| !l.trim().is_empty())
-        .collect()
-}
-
 pub fn squad() -> Squad {
     let mut docs = Vec::new();
     let mut questions = Vec::new();
-    for (i, line) in lines(&casement_testkit::data("squad/dev-v1.1.articles.jsonl"))
+    for (i, line) in read_lines(&casement_testkit::data("squad/dev-v1.1.articles.jsonl"))
         .iter()
         .enumerate()
     {
@@ -114,7 +100,7 @@ pub fn scifact() -> SciFact {
     let mut docs = Vec::new();
     // Sentence ranges per abstract: `text` is the sentences joined by one space.
     let mut sentences: BTreeMap<String, Vec<(usize, usize)>> = BTreeMap::new();
-    for line in lines(&casement_testkit::data("scifact/corpus.jsonl.gz")) {
+    for line in read_lines(&casement_testkit::data("scifact/corpus.jsonl.gz")) {
         let doc: Value = serde_json::from_str(&line).unwrap();
         let doc_id = format!("scifact:{}", doc["_id"].as_str().unwrap());
         let text = doc["text"].as_str().unwrap().to_owned();
@@ -138,7 +124,7 @@ pub fn scifact() -> SciFact {
         });
     }
     let mut relevant: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for line in lines(&casement_testkit::data("scifact/qrels/test.tsv"))
+    for line in read_lines(&casement_testkit::data("scifact/qrels/test.tsv"))
         .iter()
         .skip(1)
     {
@@ -151,7 +137,7 @@ pub fn scifact() -> SciFact {
         }
     }
     let mut claims = Vec::new();
-    for line in lines(&casement_testkit::data(
+    for line in read_lines(&casement_testkit::data(
         "scifact/claims_dev_sentence_evidence.jsonl",
     )) {
         let claim: Value = serde_json::from_str(&line).unwrap();

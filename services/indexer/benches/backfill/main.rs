@@ -27,7 +27,7 @@ mod support;
 mod children;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -177,7 +177,7 @@ fn binaries() -> PathBuf {
 
 fn workloads() -> Vec<Workload> {
     let mut scifact = Vec::new();
-    for line in lines(&casement_testkit::data("scifact/corpus.jsonl.gz")) {
+    for line in casement_testkit::read_lines(&casement_testkit::data("scifact/corpus.jsonl.gz")) {
         let doc: Value = serde_json::from_str(&line).unwrap();
         scifact.push(create(
             &format!("scifact:{}", doc["_id"].as_str().unwrap()),
@@ -187,7 +187,9 @@ fn workloads() -> Vec<Workload> {
         ));
     }
     let mut squad = Vec::new();
-    for line in lines(&casement_testkit::data("squad/dev-v1.1.articles.jsonl")) {
+    for line in
+        casement_testkit::read_lines(&casement_testkit::data("squad/dev-v1.1.articles.jsonl"))
+    {
         let doc: Value = serde_json::from_str(&line).unwrap();
         let title = doc["title"].as_str().unwrap();
         squad.push(create(
@@ -239,17 +241,6 @@ fn create(doc_id: &str, title: &str, content: &str, format: &str) -> LogEvent {
         seq: None,
         timestamp: None,
     }
-}
-
-fn lines(path: &Path) -> Vec<String> {
-    let file = std::fs::File::open(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (the bench reads ../shared/data)", path.display()));
-    let reader: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(std::io::BufReader::new(flate2::read::GzDecoder::new(file)))
-    } else {
-        Box::new(std::io::BufReader::new(file))
-    };
-    reader.lines().map(Result::unwrap).collect()
 }
 
 /// The distinct embedding inputs the events' plans send to the model, in event order.

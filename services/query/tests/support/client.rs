@@ -57,3 +57,13 @@ pub fn windows(answer: &Value) -> Vec<Value> {
     }
     windows
 }
+
+/// The text of `/metrics` (served without a key unless `auth.protect_ops`).
+pub async fn metrics_text(base: &str) -> String {
+    reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
