@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval fuzz-query soak-restart fmt
+.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -83,6 +83,12 @@ bench-query: models
 eval: models
 	$(CARGO) build --release --locked -p casement -p casement-query
 	$(CARGO) bench --locked -p casement --bench eval
+
+## The learned ranker's weights (issue 17): asks the tune half of SQuAD of Casement as shipped
+## (the index make eval builds, reused when present) and fits shared/inference/ranker/learned.json.
+train-ranker: models
+	$(CARGO) build --release --locked -p casement -p casement-query
+	EVAL_TRAIN=1 EVAL_REUSE=1 $(CARGO) bench --locked -p casement --bench eval
 
 ## A longer schemathesis run than the test suite's (1,000 examples per operation).
 fuzz-query: models tools

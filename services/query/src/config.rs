@@ -152,28 +152,29 @@ impl Default for SearchConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RerankConfig {
-    /// Which reranker runs when a request asks for reranking (`kind = "none"` keeps the
-    /// retrieval order).
+    /// Which reranker runs when a request asks for reranking: `learned` (the default, the
+    /// linear ranker `make train-ranker` fits on the tune half of SQuAD; see README
+    /// "Retrieval quality"), `rescoring`, `cross-encoder`, `remote`, or `none` (retrieval
+    /// order).
     pub reranker: RerankerConfig,
     /// Whether a request that does not say is reranked.
     pub by_default: bool,
-    /// Most merged windows scored per request (the best by retrieval).
+    /// Most merged windows scored per request (the best by retrieval); the search fetches
+    /// enough hits for this many windows even when `top_k` is smaller.
     pub candidates: usize,
     /// The model rescoring embeds windows with (`kind = "rescoring"`): int8, each window
     /// cut to `max_tokens` (about `3/4 · max_tokens` words centred on its best match), 64 by
     /// default so that 10 windows score within the latency target (see README). Also sets
-    /// how much of a window other rerankers read.
+    /// how much of a window model rerankers (cross-encoder, remote) read.
     pub embedder: EmbedderConfig,
 }
 
 impl Default for RerankConfig {
     fn default() -> Self {
         Self {
-            reranker: RerankerConfig::Rescoring {
-                weight: casement_inference::rerank::DEFAULT_RESCORING_WEIGHT,
-            },
-            by_default: false,
-            candidates: 10,
+            reranker: RerankerConfig::Learned(casement_inference::learned::LearnedConfig::default()),
+            by_default: true,
+            candidates: 20,
             embedder: EmbedderConfig {
                 precision: Precision::Int8,
                 max_tokens: 64,

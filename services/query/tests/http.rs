@@ -286,7 +286,7 @@ async fn search_over_http() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    assert!(body["reranker"].as_str().unwrap().starts_with("rescoring:"));
+    assert_eq!(body["reranker"], "learned:shipped");
     let scores: Vec<f64> = windows(&body)
         .iter()
         .map(|w| w["scores"]["rerank"].as_f64().unwrap())

@@ -165,6 +165,7 @@ fn rerank_throughput(sentences: &[String]) -> serde_json::Value {
         .map(|w| Candidate {
             text: w,
             retrieval_score: 0.0,
+            ..Default::default()
         })
         .collect();
     let embedder: Arc<dyn Embed> = Arc::new(

@@ -116,6 +116,7 @@ fn main() {
                 .map(|w| Candidate {
                     text: w,
                     retrieval_score: 0.0,
+                    ..Default::default()
                 })
                 .collect();
             reranker.score(&case.question, &candidates).expect("scores");

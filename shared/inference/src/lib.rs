@@ -1,6 +1,6 @@
 //! Local inference for Casement: dense sentence embeddings with an ONNX model run by ONNX
 //! Runtime (loaded at run time from the library `make models` provisions) and a Hugging
-//! Face `tokenizer.json`, and window rerankers (cross-encoder, embedding rescoring).
+//! Face `tokenizer.json`, and window rerankers (cross-encoder, embedding rescoring, the learned ranker).
 //!
 //! Kept out of the text core so that pure logic compiles without ONNX Runtime. Inference
 //! is synchronous and CPU-bound: callers run it on a blocking pool, never on an async task.
@@ -8,6 +8,7 @@
 pub mod config;
 pub mod embedder;
 pub mod error;
+pub mod learned;
 mod onnx;
 pub mod pool;
 pub mod remote;
@@ -20,5 +21,6 @@ pub use error::{Error, Result};
 pub use pool::BlockingPool;
 pub use remote::{OpenAiEmbedder, RemoteConfig, RemoteReranker};
 pub use rerank::{
-    Candidate, CrossEncoder, CrossEncoderConfig, Rerank, RerankerConfig, Rescoring, order_by_score,
+    Candidate, CrossEncoder, CrossEncoderConfig, Rerank, RerankerConfig, Rescoring, WindowParts,
+    order_by_score,
 };

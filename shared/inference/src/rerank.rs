@@ -5,12 +5,14 @@
 //!   `tokenizer.json` (`[CLS] query [SEP] passage [SEP]`, one logit per pair).
 //! - [`Rescoring`]: the cosine between the query embedding and the window embedding, blended
 //!   with the retrieval score: `w · cos(q, window) + (1 − w) · minmax(retrieval)`.
-//! - a remote rerank API ([`crate::RemoteReranker`]).
+//! - a remote rerank API ([`crate::RemoteReranker`]);
+//! - [`crate::learned::LearnedRanker`]: a linear model over features of the whole window
+//!   (the default of the query service).
 //!
-//! Which one runs is chosen by [`RerankerConfig`]. The default is `none` (retrieval order):
-//! measured on 1,154 SQuAD questions (`make bench-rerank`), rescoring moved held-out MRR by
-//! +0.005 (int8) and +0.003 (fp32) over retrieval order, within noise, at 40 window pairs/s.
-//! It did not earn its cost as a default; it stays available by config.
+//! Which one runs is chosen by [`RerankerConfig`] (`none` keeps the retrieval order).
+//! Measured on 1,154 SQuAD questions (`make bench-rerank`), rescoring moved held-out MRR by
+//! +0.005 (int8) and +0.003 (fp32) over retrieval order, within noise; the learned ranker
+//! adds about 3 points (README, "Retrieval quality").
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,10 +25,25 @@ use crate::error::{Error, Result};
 use crate::onnx::{OnnxModel, PaddedBatch, load_tokenizer, longest_first};
 
 /// One window to score, with the score retrieval gave it (reciprocal rank fusion).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Candidate<'a> {
+    /// What a model reads: the window, or an excerpt of it around its best match.
     pub text: &'a str,
     pub retrieval_score: f32,
+    /// The whole window and where it comes from, for the learned ranker
+    /// ([`crate::learned`]); models read `text` only.
+    pub window: WindowParts<'a>,
+}
+
+/// A merged window as the learned ranker sees it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WindowParts<'a> {
+    pub title: &'a str,
+    /// The section's headings, outermost first.
+    pub headings: &'a [String],
+    pub text: &'a str,
+    /// The window's sentences that matched the query, with their fused scores.
+    pub matches: &'a [(String, f32)],
 }
 
 pub trait Rerank: Send + Sync {
@@ -221,7 +238,7 @@ pub fn blend(
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum RerankerConfig {
-    /// Keep retrieval order (the default; see the module docs for why).
+    /// Keep retrieval order (this type's default; the query service's is `Learned`).
     #[default]
     None,
     /// Embedding rescoring with the query embedder.
@@ -230,6 +247,9 @@ pub enum RerankerConfig {
     CrossEncoder(CrossEncoderConfig),
     /// A Cohere-shaped `/rerank` API.
     Remote(crate::remote::RemoteConfig),
+    /// The linear ranker over window features trained by `make train-ranker`
+    /// ([`crate::learned`]).
+    Learned(crate::learned::LearnedConfig),
 }
 
 impl RerankerConfig {
@@ -258,6 +278,7 @@ impl RerankerConfig {
             }
             Self::CrossEncoder(config) => Some(Arc::new(CrossEncoder::load(config)?)),
             Self::Remote(config) => Some(Arc::new(crate::remote::RemoteReranker::new(config)?)),
+            Self::Learned(config) => Some(Arc::new(crate::learned::LearnedRanker::load(config)?)),
         })
     }
 }

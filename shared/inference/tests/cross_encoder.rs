@@ -68,6 +68,7 @@ fn batching_does_not_change_scores_and_order_follows_them() {
         .map(|p| Candidate {
             text: p,
             retrieval_score: 0.0,
+            ..Default::default()
         })
         .collect();
     let batched = load(4)

@@ -202,6 +202,7 @@ fn rerankers_other_than_rescoring_build_without_an_embedder() {
     let candidates = ["x", "y"].map(|text| Candidate {
         text,
         retrieval_score: 0.0,
+        ..Default::default()
     });
     assert_eq!(
         reranker.score("q", &candidates).expect("scores"),

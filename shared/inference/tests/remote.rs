@@ -160,6 +160,7 @@ fn cohere_shaped_rerank_maps_scores_back_to_candidates() {
         .map(|t| Candidate {
             text: t,
             retrieval_score: 0.0,
+            ..Default::default()
         })
         .collect();
     let scores = reranker.score("query", &candidates).expect("scores");
@@ -186,10 +187,12 @@ fn a_rerank_reply_missing_documents_is_an_error() {
         Candidate {
             text: "a",
             retrieval_score: 0.0,
+            ..Default::default()
         },
         Candidate {
             text: "b",
             retrieval_score: 0.0,
+            ..Default::default()
         },
     ];
     let error = reranker

@@ -56,10 +56,12 @@ fn the_reranker_interface_scores_through_the_embedder() {
         Candidate {
             text: "The Broncos won Super Bowl 50, beating the Panthers 24–10 at Levi's Stadium.",
             retrieval_score: 0.016,
+            ..Default::default()
         },
         Candidate {
             text: "Photosynthesis turns light into chemical energy in chloroplasts.",
             retrieval_score: 0.016,
+            ..Default::default()
         },
     ];
     let scores = reranker

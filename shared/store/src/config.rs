@@ -23,8 +23,9 @@ pub struct StoreConfig {
     pub edge: EdgeSettings,
     pub server: ServerSettings,
     pub bm25: Bm25Settings,
-    /// Reciprocal rank fusion constant: score = Σ 1 / (k + rank). 60 is the value of the
-    /// original RRF paper; smaller values favour each channel's first hits more.
+    /// Reciprocal rank fusion constant: score = Σ 1 / (k + rank). 10 favours each channel's
+    /// first hits more than the RRF paper's 60; chosen on the tune half of `make eval`
+    /// (SQuAD recall@5 0.969 against 0.958 with 60, SciFact nDCG@10 0.722 against 0.718).
     pub rrf_k: usize,
 }
 
@@ -36,7 +37,7 @@ impl Default for StoreConfig {
             edge: EdgeSettings::default(),
             server: ServerSettings::default(),
             bm25: Bm25Settings::default(),
-            rrf_k: 60,
+            rrf_k: 10,
         }
     }
 }

@@ -151,18 +151,7 @@ impl Service {
         if let Some(budget) = token_budget {
             body["token_budget"] = json!(budget);
         }
-        let t = Instant::now();
-        let response = self
-            .client
-            .post(format!("{}/v1/search", self.base))
-            .json(&body)
-            .send()
-            .await
-            .expect("search request");
-        let status = response.status();
-        let answer: Value = response.json().await.expect("search answer");
-        let ms = t.elapsed().as_secs_f64() * 1000.0;
-        assert!(status.is_success(), "search {status}: {answer}");
+        let (answer, ms) = self.ask(&body).await;
         let passages = answer["windows"]
             .as_array()
             .unwrap()
@@ -175,5 +164,22 @@ impl Service {
             })
             .collect();
         (passages, ms)
+    }
+
+    /// One `POST /v1/search` with `body`: the answer and the client-side milliseconds.
+    pub async fn ask(&self, body: &Value) -> (Value, f64) {
+        let t = Instant::now();
+        let response = self
+            .client
+            .post(format!("{}/v1/search", self.base))
+            .json(body)
+            .send()
+            .await
+            .expect("search request");
+        let status = response.status();
+        let answer: Value = response.json().await.expect("search answer");
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        assert!(status.is_success(), "search {status}: {answer}");
+        (answer, ms)
     }
 }

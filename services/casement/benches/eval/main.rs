@@ -20,6 +20,9 @@
 //! Tokens are cl100k_base (OpenAI's tokenizer; the exact BPE file ships inside the
 //! `tiktoken-rs` crate). Prints one table and writes `target/bench/eval.json`.
 //!
+//! `EVAL_TRAIN=1` (`make train-ranker`) instead fits the learned ranker on the tune half
+//! (`train.rs`).
+//!
 //! Knobs: `EVAL_ROWS=defaults,dense,...` picks Casement rows (names in `variants()`),
 //! `EVAL_CHUNKS=0` skips the chunk rows, `EVAL_QUESTIONS=N` takes every question whose
 //! index is a multiple of `10570 / N` (a quick run), `EVAL_REUSE=1` keeps the indexes of a
@@ -31,6 +34,7 @@ mod chunks;
 mod data;
 mod report;
 mod score;
+mod train;
 mod variants;
 
 use std::collections::BTreeMap;
@@ -99,6 +103,27 @@ async fn run() {
             .filter(|c| !c.evidence.is_empty())
             .count(),
     );
+
+    if std::env::var("EVAL_TRAIN").is_ok_and(|v| v == "1") {
+        // `make train-ranker`: the learned ranker's weights from the tune half.
+        // Retrieval order, and no ranker loaded (the shipped weights may be for other
+        // features while the ranker is being changed).
+        let retrieval = Variant {
+            env: vec![("CASEMENT_QUERY__RERANK__RERANKER__KIND", "none")],
+            ..variants().into_iter().next().unwrap()
+        };
+        let dir = work.join("squad-shipped");
+        backfill(&bin, &dir, &squad.docs, Index::Shipped, reuse);
+        let service = Service::start(&bin, &dir, &retrieval).await;
+        let cache = dir.join("train-answers.jsonl");
+        if !reuse {
+            let _ = std::fs::remove_file(&cache);
+        }
+        let result = train::train_ranker(&service, &squad, &cache).await;
+        println!("{}", serde_json::to_string_pretty(&result).unwrap());
+        casement_testkit::write_bench_json("train-ranker.json", &result);
+        return;
+    }
 
     let variants: Vec<Variant> = variants()
         .into_iter()

@@ -15,7 +15,7 @@ pub struct Passage {
 }
 
 impl Passage {
-    fn covers(&self, doc_id: &str, (start, end): (usize, usize)) -> bool {
+    pub fn covers(&self, doc_id: &str, (start, end): (usize, usize)) -> bool {
         self.doc_id == doc_id && self.char_start <= start && end <= self.char_end
     }
 }

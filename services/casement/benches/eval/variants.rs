@@ -71,6 +71,15 @@ pub fn variants() -> Vec<Variant> {
             halves: &[Half::Tune, Half::Report],
             budgets: true,
         },
+        Variant {
+            name: "retrieval",
+            what: "retrieval order (no rerank)",
+            index: Index::Shipped,
+            env: vec![("CASEMENT_QUERY__RERANK__BY_DEFAULT", "false")],
+            radius: None,
+            halves: &[Half::Tune, Half::Report],
+            budgets: false,
+        },
         ablation(
             "dense",
             "dense only",
@@ -156,10 +165,10 @@ pub fn variants() -> Vec<Variant> {
             None,
         ),
         ablation(
-            "rrf10",
-            "RRF k 10",
+            "rrf60",
+            "RRF k 60 (the RRF paper's)",
             Index::Shipped,
-            vec![("CASEMENT_QUERY__STORE__RRF_K", "10")],
+            vec![("CASEMENT_QUERY__STORE__RRF_K", "60")],
             None,
         ),
         ablation(

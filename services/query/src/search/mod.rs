@@ -165,12 +165,18 @@ impl<S: Store> Searcher<S> {
         timings.embed = self.stage("embed", t);
 
         let t = Instant::now();
+        let reranker = self.reranker.as_ref().filter(|_| request.rerank);
+        // A reranker scores `rerank.candidates` windows whatever `top_k` is.
+        let windows_wanted = match reranker {
+            Some(_) => request.top_k.max(self.rerank_candidates),
+            None => request.top_k,
+        };
         let hits = self
             .store
             .query(&HybridQuery {
                 dense: dense.to_vec(),
                 text: request.query.clone(),
-                limit: (request.top_k * self.search.hits_per_window).min(self.search.candidates),
+                limit: (windows_wanted * self.search.hits_per_window).min(self.search.candidates),
                 candidates: self.search.candidates,
                 filter: QueryFilter {
                     tenant: request.tenant.clone(),
@@ -206,7 +212,7 @@ impl<S: Store> Searcher<S> {
         timings.merge = self.stage("merge", t);
 
         let mut reranker_name = None;
-        if let Some(reranker) = self.reranker.as_ref().filter(|_| request.rerank) {
+        if let Some(reranker) = reranker {
             let t = Instant::now();
             let count = self.rerank_candidates.min(windows.len());
             let scores = reranker.score(&request.query, &windows[..count]).await?;

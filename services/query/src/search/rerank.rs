@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use casement_inference::{Candidate, Rerank};
+use casement_inference::{Candidate, Rerank, WindowParts};
 use tokio::sync::Semaphore;
 
 use super::excerpt;
@@ -60,16 +60,33 @@ impl Reranker {
             .map_err(|_| ApiError::Unavailable("reranker closed".into()))?;
         let model = self.model.clone();
         let query = query.to_owned();
-        let inputs: Vec<(String, f32)> = windows
+        let inputs: Vec<Input> = windows
             .iter()
-            .map(|w| (excerpt::rerank_text(w, self.max_words), w.score))
+            .map(|w| Input {
+                excerpt: excerpt::rerank_text(w, self.max_words),
+                score: w.score,
+                title: w.title.clone(),
+                headings: w.section_path.clone(),
+                text: w.text.clone(),
+                matches: w
+                    .matches
+                    .iter()
+                    .map(|m| (m.sentence.clone(), m.score))
+                    .collect(),
+            })
             .collect();
         tokio::task::spawn_blocking(move || {
             let candidates: Vec<Candidate<'_>> = inputs
                 .iter()
-                .map(|(text, score)| Candidate {
-                    text,
-                    retrieval_score: *score,
+                .map(|i| Candidate {
+                    text: &i.excerpt,
+                    retrieval_score: i.score,
+                    window: WindowParts {
+                        title: &i.title,
+                        headings: &i.headings,
+                        text: &i.text,
+                        matches: &i.matches,
+                    },
                 })
                 .collect();
             model.score(&query, &candidates)
@@ -78,4 +95,14 @@ impl Reranker {
         .map_err(|e| ApiError::Unavailable(format!("reranker task failed: {e}")))?
         .map_err(ApiError::model)
     }
+}
+
+/// A window's parts, owned, for the blocking task.
+struct Input {
+    excerpt: String,
+    score: f32,
+    title: String,
+    headings: Vec<String>,
+    text: String,
+    matches: Vec<(String, f32)>,
 }

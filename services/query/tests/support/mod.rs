@@ -22,7 +22,7 @@ pub use client::*;
 
 pub use casement_testkit::data;
 
-/// The default models (query embedder fp32, rescoring int8), loaded once per test binary.
+/// The default models (query embedder fp32, the learned ranker), loaded once per test binary.
 pub async fn models() -> (Arc<dyn Embed>, Option<Reranker>) {
     static MODELS: tokio::sync::OnceCell<(Arc<dyn Embed>, Option<Reranker>)> =
         tokio::sync::OnceCell::const_new();

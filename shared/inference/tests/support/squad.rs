@@ -231,6 +231,7 @@ pub fn rescored(case: &Case, weight: f32) -> Vec<f32> {
         .map(|(text, &retrieval_score)| Candidate {
             text,
             retrieval_score,
+            ..Default::default()
         })
         .collect();
     blend(
