@@ -106,7 +106,7 @@ async fn run() {
 
     if std::env::var("EVAL_TRAIN").is_ok_and(|v| v == "1") {
         // `make train-ranker`: the learned ranker's weights from the tune half.
-        // Retrieval order, and no ranker loaded (the shipped weights may be for other
+        // Retrieval order, with no ranker loaded (the shipped weights may be for other
         // features while the ranker is being changed).
         let retrieval = Variant {
             env: vec![("CASEMENT_QUERY__RERANK__RERANKER__KIND", "none")],

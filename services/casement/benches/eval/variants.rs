@@ -72,10 +72,10 @@ pub fn variants() -> Vec<Variant> {
             budgets: true,
         },
         Variant {
-            name: "retrieval",
-            what: "retrieval order (no rerank)",
+            name: "learned",
+            what: "learned ranker (rerank asked)",
             index: Index::Shipped,
-            env: vec![("CASEMENT_QUERY__RERANK__BY_DEFAULT", "false")],
+            env: vec![("CASEMENT_QUERY__RERANK__BY_DEFAULT", "true")],
             radius: None,
             halves: &[Half::Tune, Half::Report],
             budgets: false,
