@@ -118,7 +118,7 @@ pub struct LearnedRanker {
 
 impl LearnedRanker {
     pub fn load(config: &LearnedConfig) -> Result<Self> {
-        match &config.weights {
+        Ok(match &config.weights {
             None => Self::new(
                 LinearModel::from_json(SHIPPED_WEIGHTS, "(shipped)")?,
                 "shipped",
@@ -130,14 +130,14 @@ impl LearnedRanker {
                 let model = LinearModel::from_json(&text, &path.display().to_string())?;
                 Self::new(model, &file_stem(path))
             }
-        }
+        })
     }
 
-    pub fn new(model: LinearModel, label: &str) -> Result<Self> {
-        Ok(Self {
+    pub fn new(model: LinearModel, label: &str) -> Self {
+        Self {
             model,
             name: format!("learned:{label}"),
-        })
+        }
     }
 }
 
@@ -218,8 +218,15 @@ pub fn features(query: &str, candidates: &[Candidate<'_>]) -> Vec<Features> {
         .windows(2)
         .map(|p| (p[0].as_str(), p[1].as_str()))
         .collect();
-    let window_stems: Vec<HashSet<String>> =
-        candidates.iter().map(|c| stems(c.window.text)).collect();
+    // Each window's words, read once: its stems for coverage, its word pairs.
+    let window_words: Vec<Vec<String>> = candidates
+        .iter()
+        .map(|c| words(c.window.text).collect())
+        .collect();
+    let window_stems: Vec<HashSet<String>> = window_words
+        .iter()
+        .map(|ws| ws.iter().map(|w| stem(w).to_owned()).collect())
+        .collect();
     // IDF over the candidate windows: a query word every window has says little.
     let mut query_stems: Vec<String> = query_stems.into_iter().collect();
     query_stems.sort_unstable();
@@ -246,18 +253,19 @@ pub fn features(query: &str, candidates: &[Candidate<'_>]) -> Vec<Features> {
         .enumerate()
         .map(|(rank, (c, stems_here))| {
             let w = &c.window;
+            let sentence_coverage: Vec<f32> = w
+                .matches
+                .iter()
+                .map(|(sentence, _)| coverage(&weights, total, &stems(sentence)))
+                .collect();
             let best = w
                 .matches
                 .iter()
-                .max_by(|a, b| a.1.total_cmp(&b.1))
-                .map(|(sentence, _)| coverage(&weights, total, &stems(sentence)))
-                .unwrap_or(0.0);
-            let max_sentence = w
-                .matches
-                .iter()
-                .map(|(sentence, _)| coverage(&weights, total, &stems(sentence)))
-                .fold(0.0, f32::max);
-            let text_words: Vec<String> = words(w.text).collect();
+                .zip(&sentence_coverage)
+                .max_by(|a, b| a.0.1.total_cmp(&b.0.1))
+                .map_or(0.0, |(_, c)| *c);
+            let max_sentence = sentence_coverage.iter().copied().fold(0.0, f32::max);
+            let text_words = &window_words[rank];
             let pairs = if query_pairs.is_empty() {
                 0.0
             } else {
