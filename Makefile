@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query soak-restart fmt
+.PHONY: run dry-run test models tools check-deploy bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -26,8 +26,16 @@ models:
 tools:
 	deploy/tools/provision.sh
 
-## Formatting check, clippy with warnings denied, and every test of the workspace.
-test: models tools
+## Validates deploy/ (Dockerfile, Compose, Kubernetes, systemd, Prometheus rules and their
+## unit tests) with hadolint, the Compose spec schema, dclint, kubernetes-validate, promtool,
+## systemd-analyze and the binaries' check-config (when built); installs the validators,
+## pinned, into ~/.cache/casement/tools/deploy on first use. Builds and starts nothing.
+check-deploy:
+	bash deploy/check.sh
+
+## Formatting check, clippy with warnings denied, the deploy/ validation, and every test of
+## the workspace.
+test: models tools check-deploy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) test --workspace --locked
