@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query soak-restart fmt
+.PHONY: run dry-run test models tools check-deploy dist test-python-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -33,12 +33,26 @@ tools:
 check-deploy:
 	bash deploy/check.sh
 
-## Formatting check, clippy with warnings denied, the deploy/ validation, and every test of
-## the workspace.
+## The shipped artefact: the three binaries (profile `dist`, no debug info) and the models in
+## target/dist/casement-VERSION-TRIPLE.tar.gz with SHA256SUMS, then a smoke test of
+## `casement run` from the unpacked archive (about 20 minutes cold on 2 cores).
+dist:
+	bash deploy/dist.sh
+
+## Formatting check, clippy with warnings denied, the deploy/ validation, every test of the
+## workspace, then the Python client's tests against the all-in-one those tests built.
 test: models tools check-deploy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) test --workspace --locked
+	clients/python/run-tests.sh
+
+## The Python client (clients/python): mypy --strict, then its tests against a real
+## `casement run` (target/debug/casement), in a pinned virtualenv under
+## ~/.cache/casement/tools/python-client (about 1.5 minutes cold, 30 s warm).
+test-python-client: models
+	$(CARGO) build --locked -p casement
+	clients/python/run-tests.sh
 
 ## Embedding work of sentence diffing vs chunk-hash vs whole-document re-embedding over the
 ## 18F Handbook history (needs ../shared/data); writes target/bench/text.json.

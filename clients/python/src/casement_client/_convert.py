@@ -1,0 +1,53 @@
+"""A window as the flat metadata that LangChain documents and LlamaIndex nodes carry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._models import Window
+
+#: Metadata keys an LLM sees with the text (LlamaIndex ``MetadataMode.LLM``); the others
+#: (scores, ranges, matches) are for code, not for the prompt.
+LLM_METADATA_KEYS = ("title", "section_path", "url")
+
+
+def window_metadata(window: Window) -> dict[str, Any]:
+    """``doc_id``, ``title``, ``url``, ``tenant``, ``section_path``, ``revision``, the
+    window's character range (``char_start``, ``char_end``), ``score`` (the rank score),
+    ``fused_score``, ``rerank_score``, ``matches`` (the matched sentences with their
+    ranges), ``tokens``, ``citation``, ``source`` (the url, else the doc id), and every
+    field the server sent that this client does not know (e.g. ``metadata``)."""
+    metadata: dict[str, Any] = {
+        "doc_id": window.doc_id,
+        "title": window.title,
+        "url": window.url,
+        "tenant": window.tenant,
+        "section_path": list(window.section_path),
+        "revision": window.revision,
+        "char_start": window.char_start,
+        "char_end": window.char_end,
+        "score": window.score,
+        "fused_score": window.scores.fused,
+        "rerank_score": window.scores.rerank,
+        "matches": [
+            {
+                "sentence": m.sentence,
+                "char_start": m.char_start,
+                "char_end": m.char_end,
+                "score": m.score,
+            }
+            for m in window.matches
+        ],
+        "tokens": window.tokens,
+        "citation": window.citation,
+        "source": window.url or window.doc_id,
+    }
+    for key, value in window.extra.items():
+        metadata.setdefault(key, value)
+    return metadata
+
+
+def window_id(window: Window) -> str:
+    """A stable id for one window of one revision: ``[tenant/]doc_id@revision:start-end``."""
+    tenant = f"{window.tenant}/" if window.tenant else ""
+    return f"{tenant}{window.doc_id}@{window.revision}:{window.char_start}-{window.char_end}"

@@ -1,0 +1,314 @@
+"""The wire format of Casement's HTTP API, as typed Python values.
+
+Mirrors ``services/query/src/api.rs`` (searches, documents, errors) and the all-in-one's
+``POST /v1/events`` answers. Every answer type keeps the fields it does not know in
+``extra``, so a newer server's additions (for example ``metadata`` on windows) reach the
+caller instead of being dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Optional, TypedDict, Union
+
+JsonObject = Mapping[str, Any]
+
+
+def _extra(data: JsonObject, known: frozenset[str]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if key not in known}
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """``POST /v1/search``. ``None`` (and an empty ``doc_ids``/``min_revision``) leaves the
+    field out, so the server's configured default applies."""
+
+    query: str
+    top_k: Optional[int] = None
+    tenant: Optional[str] = None
+    doc_ids: Optional[list[str]] = None
+    rerank: Optional[bool] = None
+    window_radius: Optional[int] = None
+    #: Read-your-writes: ``{doc_id: revision}``; the server waits (``limits.max_wait_ms``)
+    #: until each document is indexed at least at that revision, else answers 409.
+    min_revision: Optional[Mapping[str, int]] = None
+    #: Most estimated tokens in all windows together (the room left in the prompt).
+    token_budget: Optional[int] = None
+    #: Per-stage timings in the answer (``SearchResponse.timings_ms``).
+    timings: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"query": self.query}
+        for name in ("top_k", "tenant", "rerank", "window_radius", "token_budget"):
+            value = getattr(self, name)
+            if value is not None:
+                body[name] = value
+        if self.doc_ids:
+            body["doc_ids"] = list(self.doc_ids)
+        if self.min_revision:
+            body["min_revision"] = dict(self.min_revision)
+        if self.timings:
+            body["timings"] = True
+        return body
+
+
+@dataclass(frozen=True)
+class Match:
+    """A sentence of the window that matched the query (for highlighting)."""
+
+    sentence: str
+    #: Character range (Unicode code points) of the sentence in the document.
+    char_start: int
+    char_end: int
+    #: The sentence hit's fused (reciprocal rank fusion) score.
+    score: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _KNOWN = frozenset({"sentence", "char_start", "char_end", "score"})
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> Match:
+        return cls(
+            sentence=data["sentence"],
+            char_start=data["char_start"],
+            char_end=data["char_end"],
+            score=data["score"],
+            extra=_extra(data, cls._KNOWN),
+        )
+
+
+@dataclass(frozen=True)
+class Scores:
+    #: Best fused score among the window's matched sentences.
+    fused: float
+    #: The reranker's score, when the window was reranked.
+    rerank: Optional[float] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _KNOWN = frozenset({"fused", "rerank"})
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> Scores:
+        return cls(
+            fused=data["fused"], rerank=data.get("rerank"), extra=_extra(data, cls._KNOWN)
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    """One answer window: a run of sentences around the hits, with what a citation needs."""
+
+    doc_id: str
+    title: str
+    url: Optional[str]
+    tenant: Optional[str]
+    #: Headings from the top of the document down to the window's section.
+    section_path: list[str]
+    #: The document revision these sentences were indexed from.
+    revision: int
+    text: str
+    #: Character range (Unicode code points) of ``text`` in the document.
+    char_start: int
+    char_end: int
+    matches: list[Match]
+    scores: Scores
+    #: Estimated tokens of ``text``.
+    tokens: int
+    #: Fields this client does not know yet (a newer server's), as the server sent them.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _KNOWN = frozenset(
+        {
+            "doc_id", "title", "url", "tenant", "section_path", "revision", "text",
+            "char_start", "char_end", "matches", "scores", "tokens",
+        }
+    )  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> Window:
+        return cls(
+            doc_id=data["doc_id"],
+            title=data.get("title", ""),
+            url=data.get("url"),
+            tenant=data.get("tenant"),
+            section_path=list(data.get("section_path", [])),
+            revision=data["revision"],
+            text=data["text"],
+            char_start=data["char_start"],
+            char_end=data["char_end"],
+            matches=[Match.from_json(m) for m in data.get("matches", [])],
+            scores=Scores.from_json(data.get("scores", {"fused": 0.0})),
+            tokens=data.get("tokens", 0),
+            extra=_extra(data, cls._KNOWN),
+        )
+
+    @property
+    def score(self) -> float:
+        """The score the window was ordered by: the reranker's when it ran, else fused."""
+        return self.scores.rerank if self.scores.rerank is not None else self.scores.fused
+
+    @property
+    def metadata(self) -> Optional[Mapping[str, Any]]:
+        """The document's event ``metadata``, once the server returns it (else ``None``)."""
+        value = self.extra.get("metadata")
+        return value if isinstance(value, Mapping) else None
+
+    @property
+    def citation(self) -> str:
+        """A human-readable citation: title › sections (doc, revision, characters)."""
+        place = " › ".join(part for part in [self.title, *self.section_path] if part)
+        where = (
+            f"doc {self.doc_id}, revision {self.revision}, "
+            f"characters {self.char_start}..{self.char_end}"
+        )
+        if self.url:
+            where += f", {self.url}"
+        return f"{place} ({where})" if place else f"({where})"
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    #: Windows in final order (reranked when ``reranker`` is set).
+    windows: list[Window]
+    #: The reranker that ordered the windows, if any.
+    reranker: Optional[str] = None
+    #: Milliseconds per stage, when the request asked for ``timings``.
+    timings_ms: Optional[dict[str, float]] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _KNOWN = frozenset({"windows", "reranker", "timings_ms"})
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> SearchResponse:
+        timings = data.get("timings_ms")
+        return cls(
+            windows=[Window.from_json(w) for w in data.get("windows", [])],
+            reranker=data.get("reranker"),
+            timings_ms=dict(timings) if timings is not None else None,
+            extra=_extra(data, cls._KNOWN),
+        )
+
+
+@dataclass(frozen=True)
+class Section:
+    section_id: str
+    path: list[str]
+    sentences: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _KNOWN = frozenset({"section_id", "path", "sentences"})
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> Section:
+        return cls(
+            section_id=data["section_id"],
+            path=list(data.get("path", [])),
+            sentences=data.get("sentences", 0),
+            extra=_extra(data, cls._KNOWN),
+        )
+
+
+@dataclass(frozen=True)
+class DocumentInfo:
+    """``GET /v1/documents/{doc_id}``: what the index holds of a document."""
+
+    doc_id: str
+    revision: int
+    #: A tombstone: the document was deleted at ``revision``.
+    deleted: bool
+    title: str
+    url: Optional[str]
+    tenant: Optional[str]
+    sentence_count: int
+    sections: list[Section]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _KNOWN = frozenset(
+        {"doc_id", "revision", "deleted", "title", "url", "tenant", "sentence_count", "sections"}
+    )
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> DocumentInfo:
+        return cls(
+            doc_id=data["doc_id"],
+            revision=data["revision"],
+            deleted=data.get("deleted", False),
+            title=data.get("title", ""),
+            url=data.get("url"),
+            tenant=data.get("tenant"),
+            sentence_count=data.get("sentence_count", 0),
+            sections=[Section.from_json(s) for s in data.get("sections", [])],
+            extra=_extra(data, cls._KNOWN),
+        )
+
+
+EventStatus = Literal["applied", "deleted", "stale", "accepted"]
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """The all-in-one's answer to ``POST /v1/events`` (a rejected event raises
+    :class:`~casement_client.EventRejectedError` instead)."""
+
+    #: ``applied``/``deleted``: indexed; ``stale``: not newer than the indexed revision,
+    #: nothing changed; ``accepted``: still in the pipeline after the server's wait, kept
+    #: in its journal and applied later (search with ``min_revision`` to wait for it).
+    status: str
+    doc_id: Optional[str] = None
+    revision: Optional[int] = None
+    #: Sentence decisions: ``embedded``, ``reused``, ``payload_updated``, ``deleted``,
+    #: ``unchanged``.
+    sentences: dict[str, int] = field(default_factory=dict)
+    #: With ``stale``: the revision the index holds.
+    indexed_revision: Optional[int] = None
+    message: Optional[str] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _KNOWN = frozenset(
+        {"status", "doc_id", "revision", "sentences", "indexed_revision", "message"}
+    )
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> EventResult:
+        return cls(
+            status=data.get("status", ""),
+            doc_id=data.get("doc_id"),
+            revision=data.get("revision"),
+            sentences=dict(data.get("sentences") or {}),
+            indexed_revision=data.get("indexed_revision"),
+            message=data.get("message"),
+            extra=_extra(data, cls._KNOWN),
+        )
+
+    @property
+    def indexed(self) -> bool:
+        """The event is in the index now (applied or deleted)."""
+        return self.status in ("applied", "deleted")
+
+
+class _NativeEventKeys(TypedDict):
+    type: Literal["upsert", "delete"]
+    doc_id: str
+    #: Comparable per document: a newer revision has a larger number.
+    revision: int
+
+
+class NativeEvent(_NativeEventKeys, total=False):
+    """A native change event (``shared/events/schema/native-event.schema.json``).
+
+    ``format`` and ``content`` are required for an ``upsert``."""
+
+    title: str
+    format: Literal["markdown", "html", "text", "wikitext"]
+    content: str
+    tenant: str
+    url: str
+    #: Free-form; carried, not indexed.
+    metadata: Mapping[str, Any]
+    #: RFC 3339 time of the change at the source.
+    event_time: str
+
+
+#: What ``send_event`` takes: a native event, or any other format the all-in-one decodes
+#: (CloudEvents, Debezium, MediaWiki ``page_change``) as a JSON object.
+Event = Union[NativeEvent, Mapping[str, Any]]

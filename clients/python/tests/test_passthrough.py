@@ -1,0 +1,63 @@
+"""Fields a newer server adds (for example `metadata` on windows, issue 18) reach the
+caller, through the client and both retrievers, instead of being dropped."""
+
+from __future__ import annotations
+
+from conftest import Reply, ScriptedServer, window_json
+from llama_index.core.schema import TextNode
+
+from casement_client import Client
+from casement_client.langchain import CasementRetriever as LangChainRetriever
+from casement_client.llamaindex import CasementRetriever as LlamaIndexRetriever
+
+NEWER = Reply(
+    200,
+    {
+        "windows": [
+            window_json(
+                metadata={"team": "it", "audience": ["staff"]},
+                section_id="9f2c",
+                scores={"fused": 0.4, "rerank": 0.9, "dense": 0.7},
+            )
+        ],
+        "reranker": "learned",
+        "query_id": "q-123",
+    },
+)
+
+
+def test_unknown_fields_pass_through_the_client_and_both_retrievers(scripted: ScriptedServer) -> None:
+    scripted.replies = [NEWER]
+    with Client(scripted.url) as client:
+        answer = client.search("vpn", rerank=True)
+        window = answer.windows[0]
+        assert window.extra == {"metadata": {"team": "it", "audience": ["staff"]}, "section_id": "9f2c"}
+        assert window.metadata == {"team": "it", "audience": ["staff"]}
+        assert window.scores.extra == {"dense": 0.7}
+        assert window.score == 0.9, "the reranker's score orders a reranked window"
+        assert answer.extra == {"query_id": "q-123"} and answer.reranker == "learned"
+        assert scripted.requests[0].body == {"query": "vpn", "rerank": True}
+
+        doc = LangChainRetriever(client=client).invoke("vpn")[0]
+        assert doc.metadata["metadata"] == {"team": "it", "audience": ["staff"]}
+        assert doc.metadata["section_id"] == "9f2c" and doc.metadata["rerank_score"] == 0.9
+
+        node = LlamaIndexRetriever(client).retrieve("vpn")[0].node
+        assert isinstance(node, TextNode)
+        assert node.metadata["metadata"] == {"team": "it", "audience": ["staff"]}
+
+
+def test_none_parameters_are_left_out_of_the_request(scripted: ScriptedServer) -> None:
+    scripted.replies = [Reply(200, {"windows": [], "reranker": None})]
+    with Client(scripted.url, api_key="k-1") as client:
+        client.search("vpn")
+        client.search(
+            "vpn", top_k=2, tenant="acme", doc_ids=["a"], rerank=False, window_radius=1,
+            min_revision={"a": 3}, token_budget=512,
+        )  # fmt: skip
+    assert scripted.requests[0].body == {"query": "vpn"}
+    assert scripted.requests[1].body == {
+        "query": "vpn", "top_k": 2, "tenant": "acme", "doc_ids": ["a"], "rerank": False,
+        "window_radius": 1, "min_revision": {"a": 3}, "token_budget": 512,
+    }  # fmt: skip
+    assert scripted.requests[0].headers["authorization"] == "Bearer k-1"
