@@ -38,16 +38,21 @@ impl Precision {
     }
 }
 
-/// The model cache that `make models` fills: `CASEMENT_MODELS_DIR`, else
-/// `~/.cache/casement/models`.
+/// Where the models are: `CASEMENT_MODELS_DIR`; else `models/` beside the directory of the
+/// running binary, as `make dist`'s archive lays it out (`bin/casement`, `models/`); else the
+/// cache that `make models` fills, `~/.cache/casement/models`.
 pub fn models_dir() -> PathBuf {
-    std::env::var_os("CASEMENT_MODELS_DIR").map_or_else(
-        || {
-            let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
-            home.join(".cache/casement/models")
-        },
-        PathBuf::from,
-    )
+    if let Some(dir) = std::env::var_os("CASEMENT_MODELS_DIR") {
+        return PathBuf::from(dir);
+    }
+    let shipped = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("models")))
+        .filter(|dir| dir.join("manifest.json").is_file());
+    shipped.unwrap_or_else(|| {
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+        home.join(".cache/casement/models")
+    })
 }
 
 /// Where the embeddings are computed.
