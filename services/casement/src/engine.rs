@@ -56,6 +56,14 @@ impl Engine {
         let pipeline_metrics = Metrics::with_registry(registry.clone());
         let local_metrics = LocalMetrics::new(&registry);
         let model = factory::load_model(&config.embedder).await?;
+        casement_service::register_process_metrics(
+            &registry,
+            casement_service::BuildInfo {
+                version: env!("CARGO_PKG_VERSION"),
+                model: model.model_id(),
+                store_backend: config.store().backend.as_str(),
+            },
+        )?;
         let store = AnyStore::open(&config.store(), model.dimension())
             .await
             .context("opening the index ([store])")?;

@@ -196,6 +196,7 @@ async fn too_large(hook: &Webhook, size: usize) -> Response {
             source: SourceId::Webhook,
             offset: -1,
             timestamp_ms: Some(now_ms()),
+            bulk: false,
         },
         key: None,
         payload: None,

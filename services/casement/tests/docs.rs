@@ -12,10 +12,11 @@ fn repo(path: &str) -> PathBuf {
         .join(path)
 }
 
-/// Metric names in a PromQL expression: `casement_…` words, histogram suffixes removed.
+/// Metric names in a PromQL expression: `casement_…` and `process_…` words, histogram
+/// suffixes removed.
 fn metric_names(expr: &str) -> Vec<String> {
     expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|word| word.starts_with("casement_"))
+        .filter(|word| word.starts_with("casement_") || word.starts_with("process_"))
         .map(|word| {
             ["_bucket", "_sum", "_count"]
                 .iter()

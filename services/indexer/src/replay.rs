@@ -6,9 +6,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use casement_events::revision_log;
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 
 use crate::config::KafkaConfig;
+use crate::kafka::producer::HEADER_BULK;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplaySummary {
@@ -33,9 +35,16 @@ pub async fn run(
     let mut pending = Vec::new();
     for (i, event) in events.iter().enumerate() {
         let payload = serde_json::to_vec(&event.to_native())?;
-        let record = FutureRecord::to(&config.topic)
+        let mut record = FutureRecord::to(&config.topic)
             .key(event.doc_id.as_bytes())
             .payload(&payload);
+        // A paced replay stands for live edits; an unpaced one is a bulk load.
+        if pace.is_none() {
+            record = record.headers(OwnedHeaders::new().insert(Header {
+                key: HEADER_BULK,
+                value: Some("true"),
+            }));
+        }
         let delivery = producer
             .send_result(record)
             .map_err(|(e, _)| anyhow::anyhow!("producing to {}: {e}", config.topic))?;

@@ -21,6 +21,14 @@ pub async fn processor(
     metrics: &Metrics,
 ) -> anyhow::Result<Processor<AnyStore>> {
     let model = factory::load_model(&config.embedder).await?;
+    casement_service::register_process_metrics(
+        &metrics.registry,
+        casement_service::BuildInfo {
+            version: env!("CARGO_PKG_VERSION"),
+            model: model.model_id(),
+            store_backend: config.store.backend.as_str(),
+        },
+    )?;
     let store = AnyStore::open(&config.store, model.dimension())
         .await
         .map_err(|e| anyhow::anyhow!("opening the store: {e}"))?;

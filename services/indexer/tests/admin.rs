@@ -21,8 +21,13 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The indexer's part of `docs/metrics.md`.
-const PREFIXES: [&str; 2] = ["casement_indexer_", "casement_index_"];
+/// The indexer's part of `docs/metrics.md`, and what every service serves.
+const PREFIXES: [&str; 4] = [
+    "casement_indexer_",
+    "casement_index_",
+    "casement_build_",
+    "process_",
+];
 
 async fn get(url: &str) -> (u16, String) {
     match reqwest::get(url).await {
@@ -112,14 +117,14 @@ async fn admin_port_serves_health_readiness_and_every_documented_metric() {
 
     let (status, metrics) = get(&format!("{base}/metrics")).await;
     assert_eq!(status, 200);
-    let served = metrics_doc::served_names(&metrics, &["casement_"]);
+    let served = metrics_doc::served_names(&metrics, &PREFIXES);
     let documented = metrics_doc::documented_names(&PREFIXES);
-    assert_eq!(documented.len(), 18, "{documented:?}");
+    assert_eq!(documented.len(), 29, "{documented:?}");
     assert_eq!(served, documented, "served vs docs/metrics.md");
     // Label values as well as names: every enumerated label serves exactly the values the
     // docs list (a value the code never records is not pre-registered, and vice versa).
     let labels = metrics_doc::documented_labels(&PREFIXES);
-    assert_eq!(labels.len(), 6, "{labels:?}");
+    assert_eq!(labels.len(), 8, "{labels:?}");
     assert_eq!(
         metrics_doc::served_labels(&metrics, &labels),
         labels,
@@ -132,9 +137,36 @@ async fn admin_port_serves_health_readiness_and_every_documented_metric() {
         "casement_indexer_partitions_assigned 2",
         "casement_index_documents 1",
         "casement_indexer_consumer_lag_messages{partition=",
+        // Produced without the `casement.bulk` header: live edits.
+        "casement_indexer_freshness_seconds_count{origin=\"live\"} 2",
+        "casement_indexer_freshness_seconds_count{origin=\"bulk\"} 0",
+        "casement_indexer_oldest_unapplied_age_seconds 0",
     ] {
         assert!(metrics.contains(series), "{series} in\n{metrics}");
     }
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().last()?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} in\n{metrics}"))
+    };
+    assert!(value("casement_index_disk_bytes{part=\"segments\"}") > 0.0);
+    assert!(value("casement_index_disk_bytes{part=\"wal\"}") > 0.0);
+    assert!(value("process_resident_memory_bytes") > 0.0);
+    assert!(value("casement_indexer_last_applied_age_seconds") < 60.0);
+    let info = metrics
+        .lines()
+        .find(|l| l.starts_with("casement_build_info{"))
+        .expect("casement_build_info");
+    for label in [
+        "store_backend=\"edge\"",
+        concat!("version=\"", env!("CARGO_PKG_VERSION"), "\""),
+        "model=\"all-minilm-l6-v2:fp32\"",
+    ] {
+        assert!(info.contains(label), "{label} in {info}");
+    }
+    assert!(info.ends_with(" 1"), "{info}");
     println!("not ready seen before ready: {saw_not_ready}");
     Command::new("kill")
         .args(["-TERM", &child.0.id().to_string()])

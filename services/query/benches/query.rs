@@ -4,7 +4,9 @@
 //! questions in rotation, `top_k` 10). Requests/s and p50/p95/p99 at concurrency 1 and 8,
 //! without and with rerank (the default reranker over the 10 best merged windows), each on
 //! questions not asked before; then the first scenario's questions again, whose embeddings
-//! come from the query-embedding cache (`search.embedding_cache`).
+//! come from the query-embedding cache (`search.embedding_cache`); then, as the reference,
+//! the first scenario on a server with the settings of the build before (embedder threads =
+//! cores, no cache).
 //! Writes `target/bench/query.json`. The index is built once (real embeddings, about
 //! 7 minutes on 2 cores) and kept in `target/bench/query-index`; `BENCH_QUERY_INDEX_ONLY=1` stops there.
 
@@ -104,7 +106,9 @@ impl Drop for Server {
     }
 }
 
-async fn start_server(dir: &Path) -> (Server, String) {
+/// Starts the release binary on `dir`'s index; `settings` are extra `CASEMENT_QUERY__*`
+/// variables (the reference run's).
+async fn start_server(dir: &Path, settings: &[(&str, String)]) -> (Server, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("port")
         .local_addr()
@@ -115,6 +119,7 @@ async fn start_server(dir: &Path) -> (Server, String) {
         .env("CASEMENT_QUERY__LISTEN", format!("127.0.0.1:{port}"))
         .env("CASEMENT_QUERY__STORE__EDGE__PATH", dir.join("index"))
         .env("CASEMENT_QUERY__LOG__FILTER", "warn")
+        .envs(settings.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .spawn()
         .expect("start casement-query");
@@ -206,7 +211,7 @@ async fn main() {
     if std::env::var_os("BENCH_QUERY_INDEX_ONLY").is_some() {
         return;
     }
-    let (_server, base) = start_server(&dir).await;
+    let (server, base) = start_server(&dir, &[]).await;
     let questions = Arc::new(corpus::questions());
     eprintln!("warming up");
     load(&base, &questions, false, 2, 100, 6_000).await;
@@ -263,6 +268,25 @@ async fn main() {
             .unwrap_or(0.0)
     };
     report["embedding_cache"] = json!({"hits": cache("hit"), "misses": cache("miss")});
+    drop(server);
+
+    // The reference, in the same run: the first scenario again (same questions, same
+    // index) on a server with the settings of the build before issue 17's latency work.
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    let reference = [
+        ("CASEMENT_QUERY__EMBEDDER__THREADS", cores.to_string()),
+        ("CASEMENT_QUERY__SEARCH__EMBEDDING_CACHE", "0".to_owned()),
+    ];
+    eprintln!("reference server: {reference:?}");
+    let (_server, base) = start_server(&dir, &reference).await;
+    load(&base, &questions, false, 2, 100, 6_000).await;
+    report["reference"]["settings"] = json!(
+        reference
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+    );
+    report["reference"]["c1"] = load(&base, &questions, false, 1, 1_000, 0).await;
 
     println!(
         "\nquery service, {sentences} sentences in {documents} documents, top_k 10, release build, closed loop"
@@ -273,6 +297,7 @@ async fn main() {
         ("no_rerank", "p95 ≤ 10 ms at c1"),
         ("rerank", "p95 ≤ 150 ms at c1"),
         ("no_rerank_repeated", ""),
+        ("reference", "the no_rerank row's reference"),
     ] {
         for c in ["c1", "c8"] {
             let f = &report[name][c];
@@ -289,6 +314,12 @@ async fn main() {
             );
         }
     }
+    let p95 = |name: &str| report[name]["c1"]["p95_ms"].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "no_rerank c1 p95 / reference p95: {:.2} (reference: {})",
+        p95("no_rerank") / p95("reference"),
+        report["reference"]["settings"]
+    );
     println!(
         "windows returned per search (mean) {:.1}; windows reranked per reranked search (mean) {:.1}; mean ms per stage {}; query-embedding cache {}",
         report["windows_returned_mean"],

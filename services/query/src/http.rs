@@ -2,11 +2,12 @@
 //! Errors become responses in one place (`error.rs`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, Query, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -254,22 +255,75 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Response {
     response
 }
 
-/// Counts every request by route template and status, and times it.
+/// The header that carries a request's id, in and out.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// The caller's `x-request-id` when it is a short printable token, else a new one: unique
+/// in this process, and across restarts (it starts from the process's start time).
+fn request_id(headers: &HeaderMap) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    if let Some(id) = headers
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        return id.to_owned();
+    }
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}-{n}", process_started_ms())
+}
+
+fn process_started_ms() -> u64 {
+    static STARTED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    })
+}
+
+/// Counts every request by route template and status, times it by route and status class,
+/// echoes its request id in `x-request-id`, and logs one access line (target
+/// `casement::access`: `info` for the API, `debug` for probes and scrapes).
 async fn observe<S>(State(app): State<Arc<App<S>>>, request: Request, next: Next) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", |p| p.as_str())
         .to_owned();
+    let id = request_id(request.headers());
+    let method = request.method().clone();
     let started = Instant::now();
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    let elapsed = started.elapsed();
+    let status = response.status();
     app.metrics
         .request_duration
-        .with_label_values(&[route.as_str()])
-        .observe(started.elapsed().as_secs_f64());
+        .with_label_values(&[route.as_str(), status_class(status)])
+        .observe(elapsed.as_secs_f64());
     app.metrics
         .requests
-        .with_label_values(&[route.as_str(), response.status().as_str()])
+        .with_label_values(&[route.as_str(), status.as_str()])
         .inc();
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    let ms = elapsed.as_secs_f64() * 1000.0;
+    if matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics") {
+        tracing::debug!(target: "casement::access", request_id = %id, %method, route, status = status.as_u16(), ms, "request");
+    } else {
+        tracing::info!(target: "casement::access", request_id = %id, %method, route, status = status.as_u16(), ms, "request");
+    }
     response
+}
+
+/// `2xx`, `4xx`, `5xx` (and `1xx`, `3xx`, which this server does not answer).
+pub fn status_class(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
 }

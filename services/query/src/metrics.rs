@@ -89,12 +89,17 @@ impl Metrics {
         let request_duration = HistogramVec::new(
             HistogramOpts::new(
                 "casement_query_request_duration_seconds",
-                "Whole-request duration by route.",
+                "Whole-request duration by route and status class (2xx, 4xx, 5xx).",
             )
             .buckets(LATENCY.to_vec()),
-            &["route"],
+            &["route", "status_class"],
         )
         .expect("metric");
+        // The search route's series exist from the first scrape (the SLO panels and alerts
+        // read them).
+        for class in ["2xx", "4xx", "5xx"] {
+            request_duration.with_label_values(&["/v1/search", class]);
+        }
         let stage_duration = HistogramVec::new(
             HistogramOpts::new(
                 "casement_query_stage_duration_seconds",

@@ -130,7 +130,16 @@ pub async fn run(
         reranker = reranker.as_ref().map_or("none", |r| r.name()),
         "query service listening (POST /v1/search, GET /openapi.json, /metrics)"
     );
-    let app = app(config, store, embedder, reranker, Metrics::new());
+    let metrics = Metrics::new();
+    casement_service::register_process_metrics(
+        &metrics.registry,
+        casement_service::BuildInfo {
+            version: env!("CARGO_PKG_VERSION"),
+            model: embedder.model_id(),
+            store_backend: config.store.backend.as_str(),
+        },
+    )?;
+    let app = app(config, store, embedder, reranker, metrics);
     let evaluation = Evaluator::new(&app, &app.metrics.registry)
         .map(|evaluator| tokio::spawn(Arc::new(evaluator).now_and_every_interval()));
     serve(listener, app, shutdown).await?;

@@ -69,9 +69,18 @@ pub fn processor<S: Store>(
 /// answers readiness (`StoreProbe::reachable`), for the indexer's admin port and the
 /// all-in-one's query router alike.
 pub fn spawn_store_probe<S: Store + 'static>(store: S, metrics: &Metrics) -> StoreProbe {
-    let (points, documents) = (metrics.points.clone(), metrics.documents.clone());
+    let (points, documents, disk) = (
+        metrics.points.clone(),
+        metrics.documents.clone(),
+        metrics.disk.clone(),
+    );
     StoreProbe::spawn(store, move |stats| {
         points.set(stats.points as i64);
         documents.set(stats.documents as i64);
+        if let Some(usage) = stats.disk {
+            disk.with_label_values(&["segments"])
+                .set(usage.segments as i64);
+            disk.with_label_values(&["wal"]).set(usage.wal as i64);
+        }
     })
 }

@@ -5,8 +5,8 @@
 
 use prometheus::core::Collector;
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry,
 };
 
 use crate::outcome::{Decision, Outcome, Reason, RetryStage, Stage};
@@ -17,7 +17,9 @@ pub struct Metrics {
     pub events: IntCounterVec,
     pub dead_letters: IntCounterVec,
     pub retries: IntCounterVec,
-    pub freshness: Histogram,
+    pub freshness: HistogramVec,
+    pub oldest_unapplied_age: Gauge,
+    pub last_applied_age: Gauge,
     pub sentences: IntCounterVec,
     pub stage_duration: HistogramVec,
     pub embedding_batch: Histogram,
@@ -32,10 +34,15 @@ pub struct Metrics {
     pub commit_group: Histogram,
     pub points: IntGauge,
     pub documents: IntGauge,
+    pub disk: IntGaugeVec,
 }
 
 const LATENCY: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Freshness: the SLO's 250 ms, and a backlog's minutes.
+const FRESHNESS: [f64; 16] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0,
 ];
 const BATCH: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
@@ -66,6 +73,9 @@ impl Registrar<'_> {
     }
     fn gauge(&self, name: &str, help: &str) -> IntGauge {
         self.add(IntGauge::new(name, help))
+    }
+    fn seconds(&self, name: &str, help: &str) -> Gauge {
+        self.add(Gauge::new(name, help))
     }
 }
 
@@ -109,10 +119,27 @@ impl Metrics {
                 "stage",
                 &RetryStage::ALL.map(RetryStage::as_str),
             ),
-            freshness: r.histogram(
-                "casement_indexer_freshness_seconds",
-                "Message timestamp (produce time) to durable write.",
-                &LATENCY,
+            freshness: {
+                let vec = r.add(HistogramVec::new(
+                    HistogramOpts::new(
+                        "casement_indexer_freshness_seconds",
+                        "Message timestamp (produce time) to durable write, live edits and bulk loads apart.",
+                    )
+                    .buckets(FRESHNESS.to_vec()),
+                    &["origin"],
+                ));
+                for origin in ["live", "bulk"] {
+                    vec.with_label_values(&[origin]);
+                }
+                vec
+            },
+            oldest_unapplied_age: r.seconds(
+                "casement_indexer_oldest_unapplied_age_seconds",
+                "Age of the oldest event received and not yet finished (0: none).",
+            ),
+            last_applied_age: r.seconds(
+                "casement_indexer_last_applied_age_seconds",
+                "Time since the last event was applied (since start before the first).",
             ),
             sentences: r.counters(
                 "casement_indexer_sentences_total",
@@ -176,6 +203,19 @@ impl Metrics {
                 "casement_index_documents",
                 "Documents in the index (tombstones excluded).",
             ),
+            disk: {
+                let vec = r.add(IntGaugeVec::new(
+                    Opts::new(
+                        "casement_index_disk_bytes",
+                        "Bytes on disk of the embedded index, by part.",
+                    ),
+                    &["part"],
+                ));
+                for part in ["segments", "wal"] {
+                    vec.with_label_values(&[part]);
+                }
+                vec
+            },
             registry,
         }
     }

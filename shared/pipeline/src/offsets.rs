@@ -2,14 +2,15 @@
 //! stale, or dead-lettered). Events finish out of order across documents; the commit
 //! position never passes an unfinished one (invariant 3).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::source::SourceId;
+use crate::source::{Origin, SourceId};
 
 #[derive(Debug, Clone, Default)]
 pub struct PartitionOffsets {
-    pending: BTreeSet<i64>,
+    /// Offsets received and not finished, with their message timestamps (ms).
+    pending: BTreeMap<i64, Option<i64>>,
     /// One past the highest offset started so far.
     next: Option<i64>,
 }
@@ -19,9 +20,10 @@ impl PartitionOffsets {
         Self::default()
     }
 
-    /// An event at `offset` was received (offsets arrive in increasing order).
-    pub fn started(&mut self, offset: i64) {
-        self.pending.insert(offset);
+    /// An event at `offset` was received (offsets arrive in increasing order), stamped
+    /// `timestamp_ms` by its source.
+    pub fn started(&mut self, offset: i64, timestamp_ms: Option<i64>) {
+        self.pending.insert(offset, timestamp_ms);
         self.next = Some(self.next.map_or(offset + 1, |n| n.max(offset + 1)));
     }
 
@@ -33,11 +35,16 @@ impl PartitionOffsets {
     /// The offset to commit (Kafka's convention: the next one to read), if any event
     /// has been received.
     pub fn committable(&self) -> Option<i64> {
-        self.pending.first().copied().or(self.next)
+        self.pending.keys().next().copied().or(self.next)
     }
 
     pub fn in_flight(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The earliest timestamp of the events in flight.
+    pub fn oldest_timestamp_ms(&self) -> Option<i64> {
+        self.pending.values().flatten().min().copied()
     }
 }
 
@@ -54,8 +61,12 @@ impl Offsets {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn started(&self, source: SourceId, offset: i64) {
-        self.lock().entry(source).or_default().started(offset);
+    /// `origin`'s event was received: it is in flight until [`Offsets::finished`].
+    pub fn started(&self, origin: &Origin) {
+        self.lock()
+            .entry(origin.source)
+            .or_default()
+            .started(origin.offset, origin.timestamp_ms);
     }
 
     /// Ignored for a stream no longer tracked (a Kafka partition revoked meanwhile).
@@ -72,18 +83,32 @@ impl Offsets {
         positions
     }
 
-    /// Calls `f` with the committable positions (sorted by stream) and the number of
-    /// events in flight, holding the lock, so a rebalance's own commit never interleaves.
-    pub fn with_committable(&self, f: impl FnOnce(&[(SourceId, i64)], usize)) {
+    /// Calls `f` with the committable positions (sorted by stream) and what is in flight,
+    /// holding the lock, so a rebalance's own commit never interleaves.
+    pub fn with_committable(&self, f: impl FnOnce(&[(SourceId, i64)], InFlight)) {
         let guard = self.lock();
         let mut positions: Vec<(SourceId, i64)> = guard
             .iter()
             .filter_map(|(&s, o)| o.committable().map(|c| (s, c)))
             .collect();
         positions.sort_unstable();
-        let in_flight = guard.values().map(PartitionOffsets::in_flight).sum();
+        let in_flight = InFlight {
+            events: guard.values().map(PartitionOffsets::in_flight).sum(),
+            oldest_timestamp_ms: guard
+                .values()
+                .filter_map(PartitionOffsets::oldest_timestamp_ms)
+                .min(),
+        };
         f(&positions, in_flight);
     }
+}
+
+/// Events received and not yet finished, across streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InFlight {
+    pub events: usize,
+    /// The earliest message timestamp among them (ms since the epoch).
+    pub oldest_timestamp_ms: Option<i64>,
 }
 
 #[cfg(test)]
@@ -95,8 +120,9 @@ mod tests {
         let mut offsets = PartitionOffsets::new();
         assert_eq!(offsets.committable(), None);
         for offset in 10..15 {
-            offsets.started(offset);
+            offsets.started(offset, Some(1_000 + offset));
         }
+        assert_eq!(offsets.oldest_timestamp_ms(), Some(1_010));
         assert_eq!(offsets.committable(), Some(10));
         offsets.finished(12);
         offsets.finished(13);
@@ -107,11 +133,13 @@ mod tests {
         );
         offsets.finished(10);
         assert_eq!(offsets.committable(), Some(11));
+        assert_eq!(offsets.oldest_timestamp_ms(), Some(1_011));
         offsets.finished(11);
         assert_eq!(offsets.committable(), Some(14));
         offsets.finished(14);
         assert_eq!(offsets.committable(), Some(15), "all done: the next offset");
         assert_eq!(offsets.in_flight(), 0);
+        assert_eq!(offsets.oldest_timestamp_ms(), None);
     }
 
     #[test]
@@ -126,7 +154,7 @@ mod tests {
             order.swap(i, (state % (i as u64 + 1)) as usize);
         }
         let mut offsets = PartitionOffsets::new();
-        (0..200).for_each(|o| offsets.started(o));
+        (0..200).for_each(|o| offsets.started(o, None));
         let mut done = [false; 200];
         for offset in order {
             offsets.finished(offset);

@@ -26,7 +26,10 @@ impl Finished {
                 }
                 if let Some(ts) = self.origin.timestamp_ms {
                     let seconds = (self.finished_ms - ts).max(0) as f64 / 1000.0;
-                    metrics.freshness.observe(seconds);
+                    metrics
+                        .freshness
+                        .with_label_values(&[self.origin.label()])
+                        .observe(seconds);
                 }
             }
             Outcome::DeadLettered(reason) => {

@@ -63,6 +63,17 @@ pub struct Origin {
     pub offset: i64,
     /// When the message entered the stream (Kafka's message timestamp), ms since the epoch.
     pub timestamp_ms: Option<i64>,
+    /// Part of a bulk load (a replay, a backfill, a start-up resend, a Kafka message with
+    /// the `casement.bulk` header) rather than a live edit: its freshness is counted apart
+    /// (`origin="bulk"`), since a backlog's events wait behind each other.
+    pub bulk: bool,
+}
+
+impl Origin {
+    /// The `origin` label of the freshness histogram.
+    pub fn label(&self) -> &'static str {
+        if self.bulk { "bulk" } else { "live" }
+    }
 }
 
 /// What a source hands over.

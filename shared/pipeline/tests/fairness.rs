@@ -103,8 +103,9 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
             source: SourceId::Replay,
             offset: next,
             timestamp_ms: None,
+            bulk: true,
         };
-        offsets.started(SourceId::Replay, next);
+        offsets.started(&origin);
         next += 1;
         input.send(SourceMessage::new(
             origin,

@@ -149,8 +149,9 @@ async fn a_backlog_shares_model_batches_and_flushes_and_is_acknowledged_only_whe
             source: SourceId::Replay,
             offset: n as i64,
             timestamp_ms: None,
+            bulk: true,
         };
-        offsets.started(SourceId::Replay, n as i64);
+        offsets.started(&origin);
         input
             .send(SourceMessage::new(
                 origin,

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use axum::http::header;
 use axum::response::IntoResponse;
-use prometheus::{Encoder, Registry, TextEncoder};
+use prometheus::{Encoder, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// Runs a binary's work: exit code 0, or 1 with the error chain on stderr (`error: …`).
 pub fn exit(work: impl FnOnce() -> anyhow::Result<()>) -> ExitCode {
@@ -50,6 +50,44 @@ pub async fn stop_signal() {
     {
         let _ = ctrl_c.await;
     }
+}
+
+/// What `casement_build_info` says about a running service.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildInfo<'a> {
+    /// The binary's version (`env!("CARGO_PKG_VERSION")`).
+    pub version: &'a str,
+    /// The embedding model's id (`Embed::model_id`).
+    pub model: &'a str,
+    /// `edge` or `server`.
+    pub store_backend: &'a str,
+}
+
+/// Registers what every service serves beside its own metrics: the `process_*` metrics of
+/// this process (CPU seconds, resident and virtual memory, open and maximum file
+/// descriptors, threads, start time; read from `/proc` on Linux) and
+/// `casement_build_info{version, model, store_backend}` = 1.
+pub fn register_process_metrics(registry: &Registry, build: BuildInfo<'_>) -> anyhow::Result<()> {
+    #[cfg(target_os = "linux")]
+    registry
+        .register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))
+        .context("registering the process metrics")?;
+    let info = IntGaugeVec::new(
+        Opts::new(
+            "casement_build_info",
+            "Always 1; the labels say what is running.",
+        ),
+        &["version", "model", "store_backend"],
+    )
+    .context("casement_build_info")?;
+    info.with_label_values(&[build.version, build.model, build.store_backend])
+        .set(1);
+    registry
+        .register(Box::new(info))
+        .context("registering casement_build_info")?;
+    Ok(())
 }
 
 /// The text exposition format of `registry`.

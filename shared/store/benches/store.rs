@@ -164,20 +164,6 @@ async fn measure_queries(
     })
 }
 
-fn disk_usage(path: &std::path::Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::read_dir(path).map_or(0, |entries| {
-        entries
-            .flatten()
-            .map(|e| match e.metadata() {
-                Ok(m) if m.is_dir() => disk_usage(&e.path()),
-                Ok(m) => m.blocks() * 512,
-                Err(_) => 0,
-            })
-            .sum()
-    })
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let path = shared_data().join("squad/dev-v1.1.articles.jsonl");
@@ -228,9 +214,10 @@ async fn main() {
     }
     let upsert_points_per_s = loader.points as f64 / loader.busy.as_secs_f64();
     let stats = store.stats().await.expect("stats");
-    let disk = stats.disk_bytes.unwrap_or(0) as f64;
+    let usage = stats.disk.unwrap_or_default();
+    let disk = usage.total() as f64;
     let disk_per_100k = disk * 100_000.0 / stats.points as f64;
-    let wal = disk_usage(&config.edge.path.join("wal"));
+    let wal = usage.wal;
     println!(
         "disk: {:.1} MiB in all, of which write-ahead log {:.1} MiB",
         disk / (1 << 20) as f64,

@@ -14,6 +14,16 @@ pub enum Backend {
     Server,
 }
 
+impl Backend {
+    /// The config value (`edge`, `server`), as logs and `casement_build_info` show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Edge => "edge",
+            Self::Server => "server",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {

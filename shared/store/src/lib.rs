@@ -116,8 +116,25 @@ pub struct StoreStats {
     pub documents: u64,
     /// Deleted documents whose tombstone is kept.
     pub tombstones: u64,
-    /// Bytes on disk, where the backend knows it (Edge: the data directory).
-    pub disk_bytes: Option<u64>,
+    /// Bytes on disk, where the backend knows it (Edge: its data directory; a Qdrant
+    /// server's are the server's own).
+    pub disk: Option<DiskUsage>,
+}
+
+/// Bytes allocated on disk by an embedded store, by part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DiskUsage {
+    /// Segments (the points, their payloads and indexes) and everything else of the data
+    /// directory but the write-ahead log.
+    pub segments: u64,
+    /// The write-ahead log.
+    pub wal: u64,
+}
+
+impl DiskUsage {
+    pub fn total(self) -> u64 {
+        self.segments + self.wal
+    }
 }
 
 /// The store contract. Every method is safe to call concurrently; writes of one document

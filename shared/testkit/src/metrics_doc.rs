@@ -11,7 +11,7 @@ fn rows() -> Vec<String> {
     std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()
-        .filter(|line| line.starts_with("| `casement_"))
+        .filter(|line| line.starts_with("| `casement_") || line.starts_with("| `process_"))
         .map(str::to_owned)
         .collect()
 }
@@ -52,10 +52,12 @@ pub fn documented_labels(prefixes: &[&str]) -> Labels {
         if !wanted(name, prefixes) {
             continue;
         }
-        // Only a label whose values the row enumerates: `label` = a, b, c.
+        // Only a label whose values the row enumerates: `label` = a, b, c (after other,
+        // open labels: `route`, `status_class` = 2xx, 4xx).
         let Some((label, values)) = cell.split_once(" = ") else {
             continue;
         };
+        let label = label.rsplit(',').next().unwrap_or(label).trim();
         let values = values.split(',').map(|v| v.trim().to_owned()).collect();
         labels.insert(
             (name.to_owned(), label.trim_matches('`').to_owned()),

@@ -155,6 +155,7 @@ mod tests {
                 source: SourceId::Watch,
                 offset: 7,
                 timestamp_ms: None,
+                bulk: false,
             },
             key: Some(b"kb:big".to_vec()),
             payload: Some(payload),

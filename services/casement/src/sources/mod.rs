@@ -107,12 +107,14 @@ impl Feeder {
             .ok_or_else(|| anyhow::anyhow!("{source} is not a local source"))?;
         let mut next = slot.lock().await;
         let offset = *next;
-        self.offsets.started(source, offset);
         let origin = Origin {
             source,
             offset,
             timestamp_ms: Some(now_ms()),
+            // A replay, a backfill and the start-up resends are bulk loads.
+            bulk: !source.is_live() || resend,
         };
+        self.offsets.started(&origin);
         let message = SourceMessage {
             origin,
             key,

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod durable;
+mod prometheus;
 mod replay;
 mod sample;
 #[path = "../support/mod.rs"]
@@ -113,6 +114,17 @@ doc_id_prefix = "kb:"
     let mut except: Vec<&str> = golden_set_only.iter().map(String::as_str).collect();
     except.push("casement_indexer_consumer_lag_messages");
     casement_testkit::metrics_doc::assert_served_as_documented(&text, &[""], &except);
+    // Freshness apart by origin: the replay is a bulk load, the watched files and the
+    // webhook's events are live edits.
+    let count = |origin: &str| -> f64 {
+        let series = format!("casement_indexer_freshness_seconds_count{{origin=\"{origin}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{series} in\n{text}"))
+    };
+    assert!(count("bulk") >= 10.0, "replayed events: {}", count("bulk"));
+    assert!(count("live") >= 3.0, "live edits: {}", count("live"));
 
     // A deleted file leaves the answers.
     std::fs::remove_file(&parking).unwrap();

@@ -15,7 +15,7 @@ use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
@@ -207,13 +207,16 @@ pub async fn consume(
                         source: SourceId::Kafka { partition: message.partition() },
                         offset: message.offset(),
                         timestamp_ms: message.timestamp().to_millis(),
+                        bulk: message.headers().is_some_and(|headers| {
+                            headers.iter().any(|h| h.key == super::producer::HEADER_BULK)
+                        }),
                     };
                     let message = SourceMessage::new(
                         origin,
                         message.key().map(<[u8]>::to_vec),
                         Body::Bytes(message.payload().map(<[u8]>::to_vec)),
                     );
-                    offsets.started(origin.source, origin.offset);
+                    offsets.started(&origin);
                     backlog.push_back(message);
                 }
                 Err(error) => {

@@ -13,6 +13,9 @@ use crate::config::KafkaConfig;
 pub const HEADER_REASON: &str = "casement.dlq.reason";
 pub const HEADER_MESSAGE: &str = "casement.dlq.message";
 pub const HEADER_TOPIC: &str = "casement.dlq.source.topic";
+/// On a change event: part of a bulk load (any value), not a live edit; its freshness is
+/// counted apart (`casement_indexer_freshness_seconds{origin="bulk"}`). `replay` sets it.
+pub const HEADER_BULK: &str = "casement.bulk";
 pub const HEADER_PARTITION: &str = "casement.dlq.source.partition";
 pub const HEADER_OFFSET: &str = "casement.dlq.source.offset";
 

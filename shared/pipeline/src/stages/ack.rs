@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
-use crate::offsets::Offsets;
-use crate::outcome::Finished;
+use crate::offsets::{InFlight, Offsets};
+use crate::outcome::{Finished, Outcome};
 use crate::source::{Acknowledge, SourceId};
-use crate::spawn::Done;
+use crate::spawn::{Done, now_ms};
 
 pub async fn run<A: Acknowledge>(
     mut done: mpsc::Receiver<Done>,
@@ -30,11 +30,16 @@ pub async fn run<A: Acknowledge>(
     // failed (broker down) is not retried otherwise once the stream is idle.
     let refresh_every = (5_000 / commit_interval_ms.max(1)).max(1);
     let mut ticks = 0u64;
+    // Since start, before the first event is applied.
+    let mut last_applied_ms = now_ms();
     loop {
         tokio::select! {
             next = done.recv() => {
                 let Some(Done { finished, reply }) = next else { break };
                 offsets.finished(finished.origin.source, finished.origin.offset);
+                if matches!(finished.outcome, Outcome::Applied(_) | Outcome::Deleted(_)) {
+                    last_applied_ms = finished.finished_ms;
+                }
                 finished.emit(&metrics);
                 if let Some(observer) = &observer {
                     let _ = observer.send(finished.clone());
@@ -48,20 +53,28 @@ pub async fn run<A: Acknowledge>(
                 if ticks.is_multiple_of(refresh_every) {
                     committed.clear();
                 }
-                commit(&offsets, ack.as_ref(), &mut committed, &metrics);
+                commit(&offsets, ack.as_ref(), &mut committed, &metrics, last_applied_ms);
             }
         }
     }
-    commit(&offsets, ack.as_ref(), &mut committed, &metrics);
+    commit(
+        &offsets,
+        ack.as_ref(),
+        &mut committed,
+        &metrics,
+        last_applied_ms,
+    );
 }
 
 /// Commits positions that moved since the last commit, under the offsets lock (see
-/// [`Offsets::with_committable`]); the commit call itself does not block.
+/// [`Offsets::with_committable`]); the commit call itself does not block. Sets the gauges
+/// of what is in flight and of staleness (every commit tick).
 fn commit<A: Acknowledge>(
     offsets: &Offsets,
     ack: &A,
     committed: &mut HashMap<SourceId, i64>,
     metrics: &Metrics,
+    last_applied_ms: i64,
 ) {
     offsets.with_committable(|positions, in_flight| {
         let moved: Vec<(SourceId, i64)> = positions
@@ -73,6 +86,16 @@ fn commit<A: Acknowledge>(
             ack.commit(&moved);
             committed.extend(moved);
         }
-        metrics.in_flight.set(in_flight as i64);
+        let InFlight {
+            events,
+            oldest_timestamp_ms,
+        } = in_flight;
+        let now = now_ms();
+        let age = |since_ms: i64| (now - since_ms).max(0) as f64 / 1000.0;
+        metrics.in_flight.set(events as i64);
+        metrics
+            .oldest_unapplied_age
+            .set(oldest_timestamp_ms.map_or(0.0, age));
+        metrics.last_applied_age.set(age(last_applied_ms));
     });
 }

@@ -19,7 +19,7 @@ use crate::schema::{
     DENSE_VECTOR, KIND, KIND_DOCUMENT, KIND_SENTENCE, SPARSE_VECTOR, document_from_payload,
     document_point_id, sentence_from_payload,
 };
-use crate::{Hit, HybridQuery, QueryFilter, StoreStats};
+use crate::{DiskUsage, Hit, HybridQuery, QueryFilter, StoreStats};
 
 const SCROLL_PAGE: usize = 1_000;
 
@@ -253,7 +253,13 @@ impl Inner {
             documents: self.count(json!({ "must": documents, "must_not": deleted }))?,
             tombstones: self
                 .count(json!({ "must": [keyword(KIND, KIND_DOCUMENT), deleted[0]] }))?,
-            disk_bytes: Some(disk_usage(&self.path)),
+            disk: Some({
+                let (all, wal) = (disk_usage(&self.path), disk_usage(&self.path.join("wal")));
+                DiskUsage {
+                    segments: all.saturating_sub(wal),
+                    wal,
+                }
+            }),
         })
     }
 }

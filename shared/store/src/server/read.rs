@@ -254,7 +254,7 @@ impl ServerStore {
             tombstones: self
                 .count(Filter::must([keyword(KIND, KIND_DOCUMENT), deleted]))
                 .await?,
-            disk_bytes: None,
+            disk: None,
         })
     }
 
