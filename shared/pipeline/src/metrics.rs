@@ -66,6 +66,32 @@ impl Registrar<'_> {
         }
         vec
     }
+    /// A histogram per value of `label`, every value's series created up front.
+    fn histograms(
+        &self,
+        name: &str,
+        help: &str,
+        buckets: &[f64],
+        label: &str,
+        values: &[&str],
+    ) -> HistogramVec {
+        let vec = self.add(HistogramVec::new(
+            HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+            &[label],
+        ));
+        for value in values {
+            vec.with_label_values(&[value]);
+        }
+        vec
+    }
+    /// A gauge per value of `label`, every value's series created up front.
+    fn gauges(&self, name: &str, help: &str, label: &str, values: &[&str]) -> IntGaugeVec {
+        let vec = self.add(IntGaugeVec::new(Opts::new(name, help), &[label]));
+        for value in values {
+            vec.with_label_values(&[value]);
+        }
+        vec
+    }
     fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
         self.add(Histogram::with_opts(
             HistogramOpts::new(name, help).buckets(buckets.to_vec()),
@@ -88,18 +114,13 @@ impl Metrics {
     /// pipeline's and the query service's metrics).
     pub fn with_registry(registry: Registry) -> Self {
         let r = Registrar(&registry);
-        let stages = Stage::ALL.map(Stage::as_str);
-        let stage_duration = r.add(HistogramVec::new(
-            HistogramOpts::new(
-                "casement_indexer_stage_duration_seconds",
-                "Time per event in each pipeline stage.",
-            )
-            .buckets(LATENCY.to_vec()),
-            &["stage"],
-        ));
-        for stage in stages {
-            stage_duration.with_label_values(&[stage]);
-        }
+        let stage_duration = r.histograms(
+            "casement_indexer_stage_duration_seconds",
+            "Time per event in each pipeline stage.",
+            &LATENCY,
+            "stage",
+            &Stage::ALL.map(Stage::as_str),
+        );
         Self {
             events: r.counters(
                 "casement_indexer_events_total",
@@ -119,20 +140,13 @@ impl Metrics {
                 "stage",
                 &RetryStage::ALL.map(RetryStage::as_str),
             ),
-            freshness: {
-                let vec = r.add(HistogramVec::new(
-                    HistogramOpts::new(
-                        "casement_indexer_freshness_seconds",
-                        "Message timestamp (produce time) to durable write, live edits and bulk loads apart.",
-                    )
-                    .buckets(FRESHNESS.to_vec()),
-                    &["origin"],
-                ));
-                for origin in ["live", "bulk"] {
-                    vec.with_label_values(&[origin]);
-                }
-                vec
-            },
+            freshness: r.histograms(
+                "casement_indexer_freshness_seconds",
+                "Message timestamp (produce time) to durable write, live edits and bulk loads apart.",
+                &FRESHNESS,
+                "origin",
+                &["live", "bulk"],
+            ),
             oldest_unapplied_age: r.seconds(
                 "casement_indexer_oldest_unapplied_age_seconds",
                 "Age of the oldest event received and not yet finished (0: none).",
@@ -203,19 +217,12 @@ impl Metrics {
                 "casement_index_documents",
                 "Documents in the index (tombstones excluded).",
             ),
-            disk: {
-                let vec = r.add(IntGaugeVec::new(
-                    Opts::new(
-                        "casement_index_disk_bytes",
-                        "Bytes on disk of the embedded index, by part.",
-                    ),
-                    &["part"],
-                ));
-                for part in ["segments", "wal"] {
-                    vec.with_label_values(&[part]);
-                }
-                vec
-            },
+            disk: r.gauges(
+                "casement_index_disk_bytes",
+                "Bytes on disk of the embedded index, by part.",
+                "part",
+                &["segments", "wal"],
+            ),
             registry,
         }
     }
