@@ -27,7 +27,7 @@ pub struct IndexerConfig {
     pub text: TextConfig,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaConfig {
     pub bootstrap_servers: String,
@@ -37,7 +37,52 @@ pub struct KafkaConfig {
     pub dead_letter_topic: String,
     /// Passed to librdkafka as they are (consumer and producer), e.g.
     /// `"session.timeout.ms" = "6000"` or the `security.protocol` / `sasl.*` settings.
+    /// Credentials among them (`sasl.password`, `*.password`, `*secret*`, PEM keys,
+    /// `sasl.oauthbearer.config`) are shown as `<redacted>` by `check-config` and logs.
+    #[serde(serialize_with = "serialize_redacted")]
     pub properties: BTreeMap<String, toml::Value>,
+}
+
+/// Whether a librdkafka property holds a credential.
+pub fn is_secret_property(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    key.contains("password")
+        || key.contains("secret")
+        || key.ends_with(".pem")
+        || key == "sasl.oauthbearer.config"
+}
+
+fn redacted(properties: &BTreeMap<String, toml::Value>) -> BTreeMap<&str, toml::Value> {
+    properties
+        .iter()
+        .map(|(key, value)| {
+            let shown = if is_secret_property(key) {
+                toml::Value::String(casement_config::REDACTED.to_owned())
+            } else {
+                value.clone()
+            };
+            (key.as_str(), shown)
+        })
+        .collect()
+}
+
+fn serialize_redacted<S: serde::Serializer>(
+    properties: &BTreeMap<String, toml::Value>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&redacted(properties), serializer)
+}
+
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaConfig")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("topic", &self.topic)
+            .field("group_id", &self.group_id)
+            .field("dead_letter_topic", &self.dead_letter_topic)
+            .field("properties", &redacted(&self.properties))
+            .finish()
+    }
 }
 
 impl Default for KafkaConfig {
@@ -112,6 +157,12 @@ impl casement_config::Config for IndexerConfig {
         for (key, value) in &kafka.properties {
             if matches!(value, toml::Value::Array(_) | toml::Value::Table(_)) {
                 return Err(format!("kafka.properties.{key} must be a string or number"));
+            }
+            if value.as_str() == Some(casement_config::REDACTED) {
+                return Err(format!(
+                    "kafka.properties.{key} is {}, what check-config prints in place of a secret; set the real value",
+                    casement_config::REDACTED
+                ));
             }
         }
         self.pipeline.validate()?;

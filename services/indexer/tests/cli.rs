@@ -122,6 +122,78 @@ fn a_broken_config_fails_at_start_with_its_reason() {
 }
 
 #[test]
+fn check_config_prints_no_secret() {
+    let config = std::env::temp_dir().join(format!(
+        "casement-secret-config-{}.toml",
+        std::process::id()
+    ));
+    std::fs::write(
+        &config,
+        "[kafka.properties]\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"bot\"\n\"sasl.password\" = \"kafka-pass-0123\"\n",
+    )
+    .expect("write");
+    let output = indexer()
+        .env("CASEMENT_INDEXER__ENRICH__LLM__API_KEY", "sk-llm-key-0123")
+        .env(
+            "CASEMENT_INDEXER__STORE__SERVER__API_KEY",
+            "qdrant-key-0123",
+        )
+        .arg("--config")
+        .arg(&config)
+        .arg("check-config")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for secret in ["kafka-pass-0123", "sk-llm-key-0123", "qdrant-key-0123"] {
+        assert!(!stdout.contains(secret), "{secret} printed:\n{stdout}");
+    }
+    assert_eq!(stdout.matches("\"<redacted>\"").count(), 3, "{stdout}");
+    assert!(stdout.contains("\"sasl.username\" = \"bot\""), "{stdout}");
+
+    // The printed config used as a config is refused: the placeholder is no credential.
+    std::fs::write(&config, stdout.as_bytes()).expect("write");
+    let output = indexer()
+        .arg("--config")
+        .arg(&config)
+        .arg("check-config")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("what check-config prints"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_wrong_type_names_the_key_and_line() {
+    let config =
+        std::env::temp_dir().join(format!("casement-type-config-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[text]\nlanguage = \"en\"\nwindow_radius = \"three\"\n",
+    )
+    .expect("write");
+    let output = indexer()
+        .arg("--config")
+        .arg(&config)
+        .arg("check-config")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("`text.window_radius`") && stderr.contains(", line 3"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn the_example_config_is_the_defaults() {
     let path = repo().join("deploy/indexer.example.toml");
     let example: IndexerConfig =

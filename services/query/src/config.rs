@@ -60,7 +60,7 @@ pub struct AuthConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ApiKey {
     /// The bearer token (`Authorization: Bearer <token>`); at least 16 characters.
-    pub token: String,
+    pub token: casement_config::Secret,
     /// When set, the key reads and writes only this tenant's documents: searches are
     /// filtered to it, `GET /v1/documents` and `min_revision` look in it, and events
     /// posted to the all-in-one's webhook must be for it; asking for another tenant is
@@ -259,7 +259,7 @@ impl casement_config::Config for QueryConfig {
             return Err("eval.interval_secs must be at least 1".into());
         }
         for (i, key) in self.auth.keys.iter().enumerate() {
-            if key.token.chars().count() < 16 {
+            if key.token.expose().chars().count() < 16 {
                 return Err(format!(
                     "auth.keys[{i}].token must be at least 16 characters"
                 ));

@@ -78,7 +78,7 @@ impl AuthConfig {
         let presented = Sha256::digest(token.as_bytes());
         let mut found = None;
         for key in &self.keys {
-            let digest = Sha256::digest(key.token.as_bytes());
+            let digest = Sha256::digest(key.token.expose().as_bytes());
             if bool::from(digest.as_slice().ct_eq(presented.as_slice())) {
                 found = Some(key);
             }

@@ -8,8 +8,12 @@
 
 pub mod logging;
 
+mod secret;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use secret::{REDACTED, Secret};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use toml::{Table, Value};
@@ -23,6 +27,13 @@ pub enum Error {
     },
     #[error("config file {path} is not valid TOML: {message}")]
     Syntax { path: PathBuf, message: String },
+    /// A value of the wrong type, or a key no section has: named with where it was set.
+    #[error("invalid configuration: `{key}` ({origin}): {message}")]
+    Key {
+        key: String,
+        origin: String,
+        message: String,
+    },
     #[error("invalid configuration ({origin}): {message}")]
     Invalid { origin: String, message: String },
 }
@@ -46,7 +57,9 @@ pub fn load<T: Config>(
         origin: "defaults".into(),
         message: e.to_string(),
     })?;
-    let mut origin = "defaults".to_owned();
+    // Where each key was last set: the file (with its line) or an environment variable.
+    let mut origins = BTreeMap::new();
+    let mut layers = Vec::new();
     if let Some(path) = file {
         let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
             path: path.to_owned(),
@@ -56,8 +69,12 @@ pub fn load<T: Config>(
             path: path.to_owned(),
             message: e.to_string(),
         })?;
+        if let Ok(spanned) = toml::de::DeTable::parse(&text) {
+            let file_origin = |line: usize| format!("file {}, line {line}", path.display());
+            record_lines(spanned.get_ref(), "", &text, &file_origin, &mut origins);
+        }
         merge(&mut merged, table);
-        origin = format!("file {}", path.display());
+        layers.push(format!("file {}", path.display()));
     }
     let env_prefix = format!("{prefix}__");
     for (key, raw) in env {
@@ -66,18 +83,105 @@ pub fn load<T: Config>(
         };
         let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
         set_path(&mut merged, &path, parse_scalar(&raw));
-        origin = format!("{origin} + environment ({key})");
+        origins.insert(path.join("."), format!("environment variable {key}"));
+        layers.push(format!("environment ({key})"));
     }
-    let config: T = Value::Table(merged)
-        .try_into()
-        .map_err(|e: toml::de::Error| Error::Invalid {
-            origin: origin.clone(),
-            message: e.message().to_owned(),
-        })?;
-    config
-        .validate()
-        .map_err(|message| Error::Invalid { origin, message })?;
+    let config: T = serde_path_to_error::deserialize(Value::Table(merged)).map_err(
+        |e: serde_path_to_error::Error<toml::de::Error>| {
+            let message = e.inner().message().to_owned();
+            let mut key = e.path().to_string();
+            if let Some(field) = unknown_field(&message) {
+                key = if key == "." || key.is_empty() {
+                    field.to_owned()
+                } else if key.ends_with(field) {
+                    key
+                } else {
+                    format!("{key}.{field}")
+                };
+            }
+            let origin = origin_of(&key, &origins).unwrap_or_else(|| "defaults".to_owned());
+            Error::Key {
+                key,
+                origin,
+                message,
+            }
+        },
+    )?;
+    config.validate().map_err(|message| {
+        // A check's message starts with the key it is about when it can name one.
+        let origin = origins
+            .iter()
+            .filter(|(key, _)| message.starts_with(key.as_str()))
+            .max_by_key(|(key, _)| key.len())
+            .map(|(_, origin)| origin.clone())
+            .unwrap_or_else(|| {
+                std::iter::once("defaults".to_owned())
+                    .chain(layers)
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            });
+        Error::Invalid { origin, message }
+    })?;
     Ok(config)
+}
+
+/// Records `path → "file …, line N"` for every key of a parsed file, tables and array
+/// elements included (`auth.keys[0].token`, as serde_path_to_error names them).
+fn record_lines(
+    table: &toml::de::DeTable<'_>,
+    prefix: &str,
+    text: &str,
+    origin: &dyn Fn(usize) -> String,
+    origins: &mut BTreeMap<String, String>,
+) {
+    let line = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    for (key, value) in table {
+        let path = if prefix.is_empty() {
+            key.get_ref().to_string()
+        } else {
+            format!("{prefix}.{}", key.get_ref())
+        };
+        origins.insert(path.clone(), origin(line(key.span().start)));
+        record_value(value, &path, text, origin, origins, &line);
+    }
+}
+
+fn record_value(
+    value: &toml::Spanned<toml::de::DeValue<'_>>,
+    path: &str,
+    text: &str,
+    origin: &dyn Fn(usize) -> String,
+    origins: &mut BTreeMap<String, String>,
+    line: &dyn Fn(usize) -> usize,
+) {
+    match value.get_ref() {
+        toml::de::DeValue::Table(inner) => record_lines(inner, path, text, origin, origins),
+        toml::de::DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let item_path = format!("{path}[{i}]");
+                origins.insert(item_path.clone(), origin(line(item.span().start)));
+                record_value(item, &item_path, text, origin, origins, line);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Where `key` (or the nearest table above it) was set, if not by the defaults.
+fn origin_of(key: &str, origins: &BTreeMap<String, String>) -> Option<String> {
+    let mut key = key;
+    loop {
+        if let Some(origin) = origins.get(key) {
+            return Some(origin.clone());
+        }
+        key = &key[..key.rfind(['.', '['])?];
+    }
+}
+
+/// The field of serde's "unknown field `x`, expected …" message.
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split('`').next()
 }
 
 fn merge(base: &mut Table, overlay: Table) {

@@ -74,3 +74,87 @@ fn unknown_keys_bad_values_and_broken_files_fail_with_a_message() {
         .to_string();
     assert!(error.contains("cannot read config file"), "{error}");
 }
+
+#[test]
+fn a_wrong_type_names_the_key_its_source_and_the_line() {
+    let file = write("name = \"x\"\n\n[text]\nlanguage = \"en\"\nwindow_radius = \"three\"\n");
+    let error = load::<Example>(Some(&file), "APP", [])
+        .expect_err("string for a number")
+        .to_string();
+    assert!(
+        error.contains("`text.window_radius`")
+            && error.contains(&format!("file {}, line 5", file.display()))
+            && error.contains("invalid type: string \"three\""),
+        "{error}"
+    );
+
+    let env = [("APP__TEXT__WINDOW_RADIUS".to_owned(), "three".to_owned())];
+    let error = load::<Example>(Some(&file), "APP", env)
+        .expect_err("the environment's value is the one read")
+        .to_string();
+    assert!(
+        error.contains("`text.window_radius`")
+            && error.contains("environment variable APP__TEXT__WINDOW_RADIUS"),
+        "{error}"
+    );
+
+    let typo = write("name = \"x\"\n[text]\n\nwindow_radious = 1\n");
+    let error = load::<Example>(Some(&typo), "APP", [])
+        .expect_err("unknown key")
+        .to_string();
+    assert!(
+        error.contains("`text.window_radious`") && error.contains(", line 4"),
+        "{error}"
+    );
+
+    let table = write("text = 3\n");
+    let error = load::<Example>(Some(&table), "APP", [])
+        .expect_err("a number for a section")
+        .to_string();
+    assert!(
+        error.contains("`text`") && error.contains(", line 1"),
+        "{error}"
+    );
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+struct WithSecret {
+    token: casement_config::Secret,
+    other: Option<casement_config::Secret>,
+}
+
+impl Config for WithSecret {
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+#[test]
+fn secrets_are_read_but_never_printed() {
+    let env = [(
+        "APP__TOKEN".to_owned(),
+        "s3cr3t-token-0123456789".to_owned(),
+    )];
+    let config: WithSecret = load(None, "APP", env).expect("loads");
+    assert_eq!(config.token.expose(), "s3cr3t-token-0123456789");
+    let printed = toml::to_string(&config).expect("serialises");
+    let debugged = format!("{config:?}");
+    for shown in [&printed, &debugged] {
+        assert!(
+            !shown.contains("s3cr3t") && shown.contains(casement_config::REDACTED),
+            "{shown}"
+        );
+    }
+    assert!(printed.contains("token = \"<redacted>\""), "{printed}");
+
+    // check-config's output read back as a config: refused, not sent as a credential.
+    let file = write(&printed);
+    let error = load::<WithSecret>(Some(&file), "APP", [])
+        .expect_err("placeholder")
+        .to_string();
+    assert!(
+        error.contains("`token`") && error.contains("check-config"),
+        "{error}"
+    );
+}

@@ -26,7 +26,7 @@ pub struct RemoteConfig {
     /// The key is read from this environment variable, so it stays out of config files.
     pub api_key_env: String,
     /// A key given directly; used instead of `api_key_env` when set.
-    pub api_key: Option<String>,
+    pub api_key: Option<casement_config::Secret>,
     pub timeout_ms: u64,
     /// Texts per request.
     pub batch_size: usize,
@@ -48,7 +48,8 @@ impl Default for RemoteConfig {
 impl RemoteConfig {
     fn api_key(&self) -> String {
         self.api_key
-            .clone()
+            .as_ref()
+            .map(|key| key.expose().to_owned())
             .unwrap_or_else(|| std::env::var(&self.api_key_env).unwrap_or_default())
     }
 

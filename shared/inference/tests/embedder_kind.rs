@@ -194,7 +194,7 @@ fn rerankers_other_than_rescoring_build_without_an_embedder() {
     let remote = RerankerConfig::Remote(RemoteConfig {
         base_url: stub.base_url.clone(),
         model: "rerank-stub".to_owned(),
-        api_key: Some("k".to_owned()),
+        api_key: Some("k".into()),
         ..RemoteConfig::default()
     });
     assert!(!remote.needs_embedder());

@@ -15,7 +15,7 @@ fn config(base_url: &str, model: &str) -> RemoteConfig {
     RemoteConfig {
         base_url: base_url.to_owned(),
         model: model.to_owned(),
-        api_key: Some("test-key".to_owned()),
+        api_key: Some("test-key".into()),
         batch_size: 2,
         ..RemoteConfig::default()
     }

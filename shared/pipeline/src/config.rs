@@ -113,7 +113,7 @@ pub struct LlmConfig {
     pub model: String,
     /// Sent as a bearer token; empty for servers that need none. Prefer the environment:
     /// `CASEMENT_INDEXER__ENRICH__LLM__API_KEY`.
-    pub api_key: String,
+    pub api_key: casement_config::Secret,
     /// Part of the cache key and of `context_source`: bump it when the prompt changes.
     pub prompt_version: String,
     pub timeout_secs: u64,
@@ -128,7 +128,7 @@ impl Default for LlmConfig {
         Self {
             base_url: "http://localhost:8000/v1".into(),
             model: "gpt-4o-mini".into(),
-            api_key: String::new(),
+            api_key: casement_config::Secret::default(),
             prompt_version: "v1".into(),
             timeout_secs: 30,
             max_section_chars: 6000,

@@ -87,7 +87,7 @@ pub struct ServerSettings {
     pub url: String,
     /// Sent as the `api-key` header; prefer the environment for it
     /// (`..._STORE__SERVER__API_KEY`).
-    pub api_key: Option<String>,
+    pub api_key: Option<casement_config::Secret>,
     pub timeout_secs: u64,
     pub connect_timeout_secs: u64,
 }

@@ -25,7 +25,7 @@ impl Server {
             ..StoreConfig::default()
         };
         config.server.url = url;
-        config.server.api_key = std::env::var("QDRANT_API_KEY").ok();
+        config.server.api_key = std::env::var("QDRANT_API_KEY").ok().map(Into::into);
         Some(Self { config })
     }
 

@@ -93,7 +93,7 @@ impl LlmEnricher {
             .build()?;
         let openai = OpenAIConfig::new()
             .with_api_base(config.base_url.trim_end_matches('/'))
-            .with_api_key(config.api_key.clone());
+            .with_api_key(config.api_key.expose());
         Ok(Self {
             client: async_openai::Client::build(http, openai),
             source: format!("llm:{}:{}", config.model, config.prompt_version),

@@ -67,7 +67,7 @@ impl ServerStore {
         config.validate().map_err(Error::Config)?;
         let settings = &config.server;
         let client = Qdrant::from_url(&settings.url)
-            .api_key(settings.api_key.clone())
+            .api_key(settings.api_key.as_ref().map(|key| key.expose().to_owned()))
             .timeout(Duration::from_secs(settings.timeout_secs))
             .connect_timeout(Duration::from_secs(settings.connect_timeout_secs))
             .skip_compatibility_check()
