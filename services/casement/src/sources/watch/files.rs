@@ -34,6 +34,14 @@ pub(super) enum Unusable {
     NotRegular(&'static str),
     /// A symlink whose target is outside the watched folder.
     OutsideFolder(PathBuf),
+    /// A symlink to a folder: not entered, wherever it points (inside the watched folder
+    /// its files are found under their own path; outside, they are not the folder's).
+    SymlinkedFolder {
+        target: PathBuf,
+        inside: bool,
+    },
+    /// A document-named symlink to nothing: no document (one indexed before is deleted).
+    Dangling(PathBuf),
     TooLarge {
         len: u64,
         limit: usize,
@@ -50,6 +58,27 @@ impl fmt::Display for Unusable {
             Self::OutsideFolder(target) => write!(
                 f,
                 "a symlink to {}, outside the watched folder",
+                target.display()
+            ),
+            Self::SymlinkedFolder {
+                target,
+                inside: true,
+            } => write!(
+                f,
+                "a symlink to the folder {}, inside the watched folder: not entered (its files are indexed under their own path)",
+                target.display()
+            ),
+            Self::SymlinkedFolder {
+                target,
+                inside: false,
+            } => write!(
+                f,
+                "a symlink to the folder {}, outside the watched folder: not entered",
+                target.display()
+            ),
+            Self::Dangling(target) => write!(
+                f,
+                "a symlink to {}, which does not exist: no document",
                 target.display()
             ),
             Self::TooLarge { len, limit } => write!(
@@ -81,12 +110,14 @@ pub(super) struct Found {
     pub file: Result<PathBuf, Unusable>,
 }
 
-/// What a scan saw: the document files, and the folders it could not list (their files
-/// are neither found nor gone).
+/// What a scan saw: the document files, the folders it could not list (their files are
+/// neither found nor gone), and the symlinks it did not follow (to a folder, or to nothing
+/// under a document's name), to say why.
 #[derive(Debug, Default)]
 pub(super) struct Scan {
     pub found: Vec<Found>,
     pub unlisted: Vec<(PathBuf, Unusable)>,
+    pub skipped: Vec<(PathBuf, Unusable)>,
 }
 
 /// The format of a file by its extension; other files are not documents.
@@ -139,10 +170,13 @@ pub fn title_of(path: &Path, content: &str) -> String {
         })
 }
 
-/// Every document file under `roots` (recursively; hidden entries and symlinked folders
-/// skipped), each checked without opening it: a regular file, or a symlink to one inside
-/// its root; at most `limit` bytes. A document file that vanished meanwhile, or a symlink
-/// whose target does not exist, is not found (it is gone).
+/// Every document file under `roots` (recursively; hidden entries skipped, symlinked
+/// folders skipped and listed in [`Scan::skipped`]), each checked without opening it: a
+/// regular file, or a symlink to one inside its root; at most `limit` bytes. A document
+/// file that vanished meanwhile, or a symlink whose target does not exist, is not found (it
+/// is gone; such a symlink is listed in [`Scan::skipped`]). A Kubernetes ConfigMap mount
+/// works as is: its files are symlinks through the hidden `..data` link into a hidden
+/// folder of the mount, all inside it.
 pub(super) fn scan(roots: &[PathBuf], prefix: &str, limit: usize) -> Scan {
     let mut scan = Scan::default();
     for root in roots {
@@ -168,11 +202,32 @@ pub(super) fn scan(roots: &[PathBuf], prefix: &str, limit: usize) -> Scan {
                 let Ok(file_type) = entry.file_type() else {
                     continue;
                 };
+                let hidden = entry.file_name().to_string_lossy().starts_with('.');
                 if file_type.is_dir() {
-                    if !entry.file_name().to_string_lossy().starts_with('.') {
+                    if !hidden {
                         stack.push(path);
                     }
                     continue;
+                }
+                if file_type.is_symlink() && !hidden {
+                    match std::fs::metadata(&path) {
+                        Ok(meta) if meta.is_dir() => {
+                            let target = std::fs::canonicalize(&path).unwrap_or_default();
+                            let inside = target.starts_with(&canonical_root);
+                            let why = Unusable::SymlinkedFolder { target, inside };
+                            scan.skipped.push((path, why));
+                            continue;
+                        }
+                        Err(error)
+                            if error.kind() == ErrorKind::NotFound
+                                && format_of(&path).is_some() =>
+                        {
+                            let target = std::fs::read_link(&path).unwrap_or_default();
+                            scan.skipped.push((path, Unusable::Dangling(target)));
+                            continue;
+                        }
+                        _ => {}
+                    }
                 }
                 let (Some(format), Some(doc_id)) = (format_of(&path), doc_id(prefix, root, &path))
                 else {

@@ -161,10 +161,15 @@ impl Watcher {
         let (roots, prefix) = (self.config.dirs.clone(), self.config.doc_id_prefix.clone());
         let limit = self.max_file_bytes;
         let scan = tokio::task::spawn_blocking(move || scan(&roots, &prefix, limit)).await?;
-        for (dir, why) in &scan.unlisted {
-            self.report(&mut outcome, dir, Stamp::default(), why);
+        for (path, why) in scan.unlisted.iter().chain(&scan.skipped) {
+            self.report(&mut outcome, path, Stamp::default(), why);
         }
-        let mut present: HashSet<PathBuf> = scan.unlisted.iter().map(|(d, _)| d.clone()).collect();
+        let mut present: HashSet<PathBuf> = scan
+            .unlisted
+            .iter()
+            .chain(&scan.skipped)
+            .map(|(path, _)| path.clone())
+            .collect();
         present.extend(scan.found.iter().map(|f| f.path.clone()));
         let mut seen = BTreeSet::new();
         for file in scan.found {
@@ -322,7 +327,7 @@ impl Watcher {
             return;
         }
         tracing::warn!(path = %path.display(), reason = %why,
-            "watch: skipping a file it cannot use (said again only when it changes)");
+            "watch: skipping an entry it cannot use (said again only when it changes)");
         self.reported.insert(path.to_owned(), report);
         outcome.reported.push((path.to_owned(), why.clone()));
     }
