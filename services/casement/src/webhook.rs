@@ -120,7 +120,12 @@ async fn handle(
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             return too_large(hook, hook.max_event_bytes + 1).await;
         }
-        Err(rejection) => return ApiError::Malformed(rejection.body_text()).into_response(),
+        Err(rejection) => {
+            return ApiError::Malformed(casement_query::error::client_message(
+                &rejection.body_text(),
+            ))
+            .into_response();
+        }
     };
     // A key bound to a tenant writes only that tenant's documents. (A body that does not
     // decode goes on to the pipeline, which rejects it to the dead letters as usual.)
@@ -145,7 +150,7 @@ async fn handle(
         Err(error) => return unavailable(format!("{error:#}")),
     };
     match tokio::time::timeout(hook.wait, &mut answer).await {
-        Ok(Ok(finished)) => outcome(&finished, hook),
+        Ok(Ok(finished)) => outcome(&finished),
         Ok(Err(_)) => unavailable("the pipeline stopped; post the event again".into()),
         Err(_) => match hook.journal.keep(offset, body).await {
             Ok(entry) => {
@@ -163,8 +168,13 @@ async fn handle(
                 if let KeepError::Io(error) = &error {
                     tracing::error!(%error, "cannot keep an accepted event; answering 503");
                 }
+                // The journal's I/O error names server paths: it is in the log above.
+                let why = match &error {
+                    KeepError::Full { .. } => error.to_string(),
+                    KeepError::Io(_) => "the journal of accepted events cannot be written".into(),
+                };
                 unavailable(format!(
-                    "{error}; the event could not be promised: post it again later (a repeat \
+                    "{why}; the event could not be promised: post it again later (a repeat \
                      is safe, revisions are fenced)"
                 ))
             }
@@ -210,24 +220,21 @@ async fn too_large(hook: &Webhook, size: usize) -> Response {
         .dead_letters
         .with_label_values(&[Reason::TooLarge.as_str()])
         .inc();
-    rejected(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        Reason::TooLarge,
-        &detail,
-        hook,
-    )
+    rejected(StatusCode::PAYLOAD_TOO_LARGE, Reason::TooLarge, &detail)
 }
 
-fn rejected(status: StatusCode, reason: Reason, message: &str, hook: &Webhook) -> Response {
+fn rejected(status: StatusCode, reason: Reason, message: &str) -> Response {
+    // The dead letter keeps the decoder's own words; the caller reads them in JSON's terms
+    // (no Rust type names), and not where the server keeps its files.
     let body = json!({
         "status": "rejected",
-        "error": {"code": reason.as_str(), "message": message},
-        "dead_letter_file": hook.dead_letters.path().display().to_string(),
+        "error": {"code": reason.as_str(), "message": casement_query::error::client_message(message)},
+        "dead_lettered": true,
     });
     (status, Json(body)).into_response()
 }
 
-fn outcome(finished: &Finished, hook: &Webhook) -> Response {
+fn outcome(finished: &Finished) -> Response {
     let (doc_id, revision) = finished
         .document
         .clone()
@@ -255,7 +262,7 @@ fn outcome(finished: &Finished, hook: &Webhook) -> Response {
                 _ => StatusCode::UNPROCESSABLE_ENTITY,
             };
             let message = finished.detail.clone().unwrap_or_default();
-            return rejected(status, reason, &message, hook);
+            return rejected(status, reason, &message);
         }
     }
     (StatusCode::OK, Json(body)).into_response()

@@ -70,18 +70,100 @@ impl ApiError {
         }
     }
 
+    /// The store failed: the detail (which may name files or the backend's internals) goes
+    /// to the log, the caller reads which part failed and that a retry may work.
     pub fn store(error: casement_store::Error) -> Self {
-        Self::Unavailable(format!("store: {error}"))
+        tracing::warn!(%error, "store error");
+        Self::Unavailable("the index store is unavailable; retry later".into())
     }
 
+    /// A model failed: as [`ApiError::store`].
     pub fn model(error: casement_inference::Error) -> Self {
-        Self::Unavailable(format!("model: {error}"))
+        tracing::warn!(%error, "model error");
+        Self::Unavailable("the model could not serve this request; retry later".into())
     }
+}
+
+/// What a 503 asks the caller to wait before trying again (`Retry-After`, seconds).
+pub const RETRY_AFTER_SECS: &str = "1";
+
+/// A serde or axum message about a request body, as an API client reads it: JSON's type
+/// names instead of Rust's (`u32`, `struct SearchRequest`, `a sequence`), without axum's
+/// prefix. The field path, the JSON position and serde's wording otherwise stay.
+pub fn client_message(text: &str) -> String {
+    let mut text = text;
+    for prefix in [
+        "Failed to deserialize the JSON body into the target type: ",
+        "Failed to parse the request body as JSON: ",
+        "Failed to buffer the request body: ",
+    ] {
+        text = text.strip_prefix(prefix).unwrap_or(text);
+    }
+    let mut out = text.to_owned();
+    // Whole words only: `u32` but not `u320`.
+    const WORDS: [(&str, &str); 22] = [
+        ("expected u8", "expected a non-negative integer"),
+        ("expected u16", "expected a non-negative integer"),
+        ("expected u32", "expected a non-negative integer"),
+        ("expected u64", "expected a non-negative integer"),
+        ("expected usize", "expected a non-negative integer"),
+        ("expected i8", "expected an integer"),
+        ("expected i16", "expected an integer"),
+        ("expected i32", "expected an integer"),
+        ("expected i64", "expected an integer"),
+        ("expected isize", "expected an integer"),
+        ("expected f32", "expected a number"),
+        ("expected f64", "expected a number"),
+        ("expected a borrowed string", "expected a string"),
+        ("expected a sequence", "expected an array"),
+        ("expected a map", "expected an object"),
+        ("expected a tuple", "expected an array"),
+        ("invalid type: map", "invalid type: object"),
+        ("invalid type: sequence", "invalid type: array"),
+        ("invalid type: unit value", "invalid type: null"),
+        ("invalid type: floating point", "invalid type: number"),
+        ("invalid type: newtype struct", "invalid type: value"),
+        ("expected unit", "expected null"),
+    ];
+    for (word, plain) in WORDS {
+        out = replace_word(&out, word, plain);
+    }
+    // `expected struct SearchRequest`, `untagged enum Filter`: the type's name is ours.
+    for (word, plain) in [
+        ("expected struct ", "expected an object"),
+        ("expected enum ", "expected one of the accepted values"),
+        (
+            "data did not match any variant of untagged enum ",
+            "not one of the accepted forms",
+        ),
+    ] {
+        while let Some(at) = out.find(word) {
+            let name_end = out[at + word.len()..]
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(out.len(), |end| at + word.len() + end);
+            out.replace_range(at..name_end, plain);
+        }
+    }
+    out
+}
+
+fn replace_word(text: &str, word: &str, plain: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(word) {
+        let after = &rest[at + word.len()..];
+        let whole = !after.starts_with(|c: char| c.is_alphanumeric() || c == '_');
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { plain } else { word });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
-        let text = rejection.body_text();
+        let text = client_message(&rejection.body_text());
         match rejection {
             JsonRejection::JsonSyntaxError(_) => Self::Malformed(text),
             JsonRejection::JsonDataError(_) => Self::Invalid(text),
@@ -117,6 +199,13 @@ impl IntoResponse for ApiError {
                 indexed_revision,
             },
         };
-        (self.status(), Json(body)).into_response()
+        let mut response = (self.status(), Json(body)).into_response();
+        if self.status() == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        response
     }
 }

@@ -90,11 +90,31 @@ async fn bad_requests_get_4xx_with_a_message_and_metrics_are_documented() {
             "unknown field `colour`",
         ),
         (json!({"query": 7}), 422, "invalid type"),
+        (
+            json!({"query": "x", "top_k": "five"}),
+            422,
+            "top_k: invalid type: string \"five\", expected a non-negative integer",
+        ),
+        (
+            json!({"query": "x", "doc_ids": {"a": 1}}),
+            422,
+            "doc_ids: invalid type: object, expected an array",
+        ),
         (json!({"top_k": 3}), 422, "missing field `query`"),
     ];
     for (body, status, message) in cases {
         let (got, answer) = post(base, Some(ACME), body.clone()).await;
         assert_eq!(got, status, "{body} → {answer}");
+        let text = answer["error"]["message"].as_str().unwrap_or_default();
+        for internal in [
+            "u32",
+            "usize",
+            "struct ",
+            "SearchRequest",
+            "Failed to deserialize",
+        ] {
+            assert!(!text.contains(internal), "{internal}: {body} → {answer}");
+        }
         assert!(
             answer["error"]["message"]
                 .as_str()

@@ -45,7 +45,7 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
         .get("data")
         .cloned()
         .ok_or_else(|| reject("schema", "CloudEvent without data"))?;
-    let native: NativeEvent = serde_json::from_value(data).map_err(|e| {
+    let native: NativeEvent = crate::native::from_json(data).map_err(|e| {
         reject(
             "schema",
             format!("CloudEvent data is not a native event: {e}"),

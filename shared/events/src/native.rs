@@ -43,9 +43,20 @@ pub struct NativeEvent {
 }
 
 pub(crate) fn decode(json: Value, format: EventFormat) -> Result<Event, Rejection> {
-    let event: NativeEvent =
-        serde_json::from_value(json).map_err(|e| reject("schema", format!("native event: {e}")))?;
+    let event = from_json(json).map_err(|e| reject("schema", format!("native event: {e}")))?;
     event.into_event(format)
+}
+
+/// A native event from JSON; the error names the field (`revision: invalid type: …`).
+pub(crate) fn from_json(json: Value) -> Result<NativeEvent, String> {
+    serde_path_to_error::deserialize(json).map_err(|e: serde_path_to_error::Error<_>| {
+        let path = e.path().to_string();
+        if path == "." || path.is_empty() {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })
 }
 
 impl NativeEvent {

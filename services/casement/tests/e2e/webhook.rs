@@ -135,19 +135,36 @@ pub async fn applies_every_format(client: &Client) {
 pub async fn rejects_bad_input(client: &Client, data_dir: &Path) {
     // A real page_change without its content: the wiki's API would have to be asked.
     let page_change = shared_event("wikimedia/examples/mediawiki-page-change-1.2.0.example1.json");
-    let bad: [(Vec<u8>, u16, &str); 4] = [
+    let wrong_type = br#"{"type": "upsert", "doc_id": "kb:x", "revision": "three", "format": "markdown", "content": "x"}"#;
+    let bad: [(Vec<u8>, u16, &str); 5] = [
         (b"{\"type\": \"upsert\", ".to_vec(), 400, "not_json"),
         (br#"{"hello": "world"}"#.to_vec(), 422, "schema"),
         (vec![b' '; 70_000], 413, "too_large"),
         (page_change.into_bytes(), 422, "no_content"),
+        (wrong_type.to_vec(), 422, "schema"),
     ];
+    let data_dir_text = data_dir.display().to_string();
     for (body, expected, reason) in bad {
         let (status, answer) = client.post_raw("/v1/events", body).await;
         assert_eq!(status, expected, "{answer}");
         assert_eq!(answer["status"], "rejected");
         assert_eq!(answer["error"]["code"], reason, "{answer}");
-        assert!(!answer["error"]["message"].as_str().unwrap().is_empty());
+        assert_eq!(answer["dead_lettered"], true, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(!message.is_empty());
+        // In JSON's words, without the server's paths or Rust's type names.
+        let text = answer.to_string();
+        assert!(!text.contains(&data_dir_text), "{answer}");
+        for rust in ["u64", "usize", "struct ", "NativeEvent"] {
+            assert!(!message.contains(rust), "{rust} in {answer}");
+        }
     }
+    let (_, answer) = client.post_raw("/v1/events", wrong_type.to_vec()).await;
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("revision") && message.contains("expected a non-negative integer"),
+        "{answer}"
+    );
     let letters = std::fs::read_to_string(data_dir.join("dead-letters.jsonl")).unwrap();
     let reasons: Vec<String> = letters
         .lines()
@@ -158,7 +175,17 @@ pub async fn rejects_bad_input(client: &Client, data_dir: &Path) {
                 .to_owned()
         })
         .collect();
-    assert_eq!(reasons, ["not_json", "schema", "too_large", "no_content"]);
+    assert_eq!(
+        reasons,
+        [
+            "not_json",
+            "schema",
+            "too_large",
+            "no_content",
+            "schema",
+            "schema"
+        ]
+    );
     assert_eq!(
         client
             .metric("casement_webhook_requests_total{status=\"413\"}")

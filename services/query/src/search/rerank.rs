@@ -92,7 +92,10 @@ impl Reranker {
             model.score(&query, &candidates)
         })
         .await
-        .map_err(|e| ApiError::Unavailable(format!("reranker task failed: {e}")))?
+        .map_err(|e| {
+            tracing::error!(error = %e, "reranker task failed");
+            ApiError::Unavailable("the reranker failed; retry later".into())
+        })?
         .map_err(ApiError::model)
     }
 }
