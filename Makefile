@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy dist test-python-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query soak-restart fmt
+.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -40,12 +40,14 @@ dist:
 	bash deploy/dist.sh
 
 ## Formatting check, clippy with warnings denied, the deploy/ validation, every test of the
-## workspace, then the Python client's tests against the all-in-one those tests built.
+## workspace, then the Python and TypeScript clients' tests against the all-in-one those
+## tests built.
 test: models tools check-deploy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) test --workspace --locked
 	clients/python/run-tests.sh
+	clients/typescript/run-tests.sh
 
 ## The Python client (clients/python): mypy --strict, then its tests against a real
 ## `casement run` (target/debug/casement), in a pinned virtualenv under
@@ -53,6 +55,14 @@ test: models tools check-deploy
 test-python-client: models
 	$(CARGO) build --locked -p casement
 	clients/python/run-tests.sh
+
+## The TypeScript client (clients/typescript): src/schema.ts checked against the served
+## /openapi.json (`clients/typescript/run-tests.sh --regenerate` rewrites it), tsc strict,
+## then node --test against a real `casement run` (target/debug/casement), with the pinned
+## devDependencies under ~/.cache/casement/tools/typescript-client (about 30 s cold, 15 s warm).
+test-typescript-client: models
+	$(CARGO) build --locked -p casement
+	clients/typescript/run-tests.sh
 
 ## Embedding work of sentence diffing vs chunk-hash vs whole-document re-embedding over the
 ## 18F Handbook history (needs ../shared/data); writes target/bench/text.json.

@@ -31,7 +31,7 @@ else
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$HERE/requirements-test.txt"
   # The build backend (hatchling) is pinned above: no isolated build env, nothing unpinned.
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
-    -e "$HERE[langchain,llamaindex]"
+    -e "${HERE}[langchain,llamaindex]"
   "$VENV/bin/python" -m pip check
   echo "$want" > "$MARKER"
 fi
