@@ -270,6 +270,7 @@ async fn sample_answer<S: casement_store::Store + 'static>(app: &casement_query:
         &app.config.limits,
         &app.config.search,
         app.config.rerank.by_default,
+        &app.config.store.indexed_metadata,
     ) {
         Ok(valid) => valid,
         Err(error) => {

@@ -52,6 +52,9 @@ pub fn openapi(config: &casement_query::QueryConfig, webhook: bool) -> String {
     };
     doc["info"]["title"] = "Casement all-in-one API".into();
     if webhook {
+        if let (Some(tags), Some(extra)) = (doc["tags"].as_array_mut(), events["tags"].as_array()) {
+            tags.extend(extra.iter().cloned());
+        }
         if let (Some(paths), Some(extra)) =
             (doc["paths"].as_object_mut(), events["paths"].as_object())
         {
@@ -62,9 +65,39 @@ pub fn openapi(config: &casement_query::QueryConfig, webhook: bool) -> String {
             events["schemas"].as_object(),
         ) {
             schemas.extend(extra.clone());
+            schemas.insert("NativeEvent".into(), native_event_component());
         }
     }
     serde_json::to_string_pretty(&doc).unwrap_or(query)
+}
+
+/// The native event's JSON Schema in OpenAPI 3.0's dialect: the same properties, types,
+/// enums and limits, without the 2020-12 keywords 3.0 lacks (`$schema`, `$id`, and the
+/// `if`/`then` that makes `format` and `content` required for an upsert, said in the
+/// description instead; the decoder enforces it).
+pub fn native_event_component() -> Value {
+    let Ok(Value::Object(mut schema)) =
+        serde_json::from_str::<Value>(casement_events::NATIVE_EVENT_SCHEMA)
+    else {
+        return Value::Object(serde_json::Map::new());
+    };
+    for keyword in ["$schema", "$id", "if", "then"] {
+        schema.remove(keyword);
+    }
+    let description = schema
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    schema.insert(
+        "description".into(),
+        format!(
+            "{description} An upsert also needs `format` and `content`. (shared/events/schema/native-event.schema.json)"
+        )
+        .trim_start()
+        .into(),
+    );
+    Value::Object(schema)
 }
 
 #[derive(Debug)]
@@ -266,4 +299,84 @@ fn outcome(finished: &Finished) -> Response {
         }
     }
     (StatusCode::OK, Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn refs<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+        match value {
+            Value::Object(map) => {
+                for (key, inner) in map {
+                    match (key.as_str(), inner) {
+                        ("$ref", Value::String(target)) => out.push(target),
+                        _ => refs(inner, out),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| refs(item, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_document_has_tags_no_fixed_server_and_the_native_event_schema() {
+        let config = casement_query::QueryConfig::default();
+        let doc: Value = serde_json::from_str(&openapi(&config, true)).unwrap();
+        assert!(
+            doc.get("servers").is_none(),
+            "clients use the origin they fetched the document from"
+        );
+        let tags: Vec<&str> = doc["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        for (path, operations) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in operations.as_object().unwrap() {
+                let used = operation["tags"].as_array().expect("tagged");
+                assert!(!used.is_empty(), "{method} {path}");
+                for tag in used {
+                    assert!(
+                        tags.contains(&tag.as_str().unwrap()),
+                        "{method} {path}: {tag}"
+                    );
+                }
+            }
+        }
+        let mut targets = Vec::new();
+        refs(&doc, &mut targets);
+        for target in targets {
+            let pointer = target.strip_prefix('#').expect("local reference");
+            assert!(doc.pointer(pointer).is_some(), "{target} resolves");
+        }
+
+        // The request body is the native event's schema file (or another format).
+        let body = &doc["paths"]["/v1/events"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"]["anyOf"];
+        assert_eq!(body[0]["$ref"], "#/components/schemas/NativeEvent");
+        let file: Value = serde_json::from_str(casement_events::NATIVE_EVENT_SCHEMA).unwrap();
+        let component = &doc["components"]["schemas"]["NativeEvent"];
+        for key in ["properties", "required", "additionalProperties", "type"] {
+            assert_eq!(component[key], file[key], "{key} as in the schema file");
+        }
+        for keyword in ["$schema", "$id", "if", "then"] {
+            assert!(
+                component.get(keyword).is_none(),
+                "{keyword}: not OpenAPI 3.0"
+            );
+        }
+
+        let query_only: Value = serde_json::from_str(&openapi(&config, false)).unwrap();
+        assert!(query_only["paths"].get("/v1/events").is_none());
+        assert!(
+            query_only["components"]["schemas"]
+                .get("NativeEvent")
+                .is_none()
+        );
+    }
 }

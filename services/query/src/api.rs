@@ -11,6 +11,7 @@ use crate::error::ApiError;
 /// `POST /v1/search`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SearchRequest {
     /// The question or keywords.
     pub query: String,
@@ -40,6 +41,11 @@ pub struct SearchRequest {
     /// Include per-stage timings in the answer.
     #[serde(default)]
     pub timings: bool,
+    /// Only documents whose metadata has, for every key given, the value given (or one of
+    /// the values of an array): keys of `store.indexed_metadata`; values strings, integers
+    /// or booleans, or a non-empty array of strings or of integers.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, serde_json::Value>,
 }
 
 /// A request checked against the limits, with defaults filled in.
@@ -57,6 +63,67 @@ pub struct ValidSearch {
     /// over the windows. Otherwise it is `search.token_budget`, a cap.
     pub budget_asked: bool,
     pub timings: bool,
+    /// Metadata conditions, checked against `store.indexed_metadata`.
+    pub metadata: Vec<casement_store::MetadataCondition>,
+}
+
+/// Most values in one metadata condition's array.
+pub const MAX_METADATA_VALUES: usize = 100;
+
+/// `metadata` of a request as store conditions, each key one of `indexed`.
+fn metadata_conditions(
+    metadata: BTreeMap<String, serde_json::Value>,
+    indexed: &[String],
+) -> Result<Vec<casement_store::MetadataCondition>, ApiError> {
+    use casement_store::{MetadataCondition, MetadataValues};
+    use serde_json::Value;
+    let invalid = |message: String| ApiError::Invalid(message);
+    let mut conditions = Vec::with_capacity(metadata.len());
+    for (key, value) in metadata {
+        if !indexed.contains(&key) {
+            return Err(invalid(if indexed.is_empty() {
+                format!(
+                    "metadata.{key}: no metadata key can be filtered on; the operator declares them in store.indexed_metadata"
+                )
+            } else {
+                format!(
+                    "metadata.{key}: not a filterable key; these are: {}",
+                    indexed.join(", ")
+                )
+            }));
+        }
+        let shape = || {
+            invalid(format!(
+                "metadata.{key}: give a string, an integer, a boolean, or a non-empty array of at most {MAX_METADATA_VALUES} strings or of integers"
+            ))
+        };
+        let values = match value {
+            Value::String(s) => MetadataValues::Keywords(vec![s]),
+            Value::Bool(b) => MetadataValues::Bool(b),
+            Value::Number(n) => MetadataValues::Integers(vec![n.as_i64().ok_or_else(shape)?]),
+            Value::Array(items) if !items.is_empty() && items.len() <= MAX_METADATA_VALUES => {
+                if items.iter().all(Value::is_string) {
+                    MetadataValues::Keywords(
+                        items
+                            .into_iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect(),
+                    )
+                } else {
+                    MetadataValues::Integers(
+                        items
+                            .iter()
+                            .map(Value::as_i64)
+                            .collect::<Option<_>>()
+                            .ok_or_else(shape)?,
+                    )
+                }
+            }
+            _ => return Err(shape()),
+        };
+        conditions.push(MetadataCondition { key, values });
+    }
+    Ok(conditions)
 }
 
 impl SearchRequest {
@@ -65,6 +132,7 @@ impl SearchRequest {
         limits: &Limits,
         search: &SearchConfig,
         rerank_by_default: bool,
+        indexed_metadata: &[String],
     ) -> Result<ValidSearch, ApiError> {
         let invalid = |message: String| Err(ApiError::Invalid(message));
         let query = self.query.trim().to_owned();
@@ -121,6 +189,7 @@ impl SearchRequest {
         if self.tenant.as_deref() == Some("") {
             return invalid("tenant must not be empty (leave it out for every tenant)".into());
         }
+        let metadata = metadata_conditions(self.metadata, indexed_metadata)?;
         Ok(ValidSearch {
             query,
             top_k,
@@ -132,11 +201,13 @@ impl SearchRequest {
             token_budget,
             budget_asked: self.token_budget.is_some(),
             timings: self.timings,
+            metadata,
         })
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SearchResponse {
     /// Windows in final order (reranked when `reranker` is set).
     pub windows: Vec<WindowAnswer>,
@@ -148,11 +219,14 @@ pub struct SearchResponse {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct WindowAnswer {
     pub doc_id: String,
     pub title: String,
     pub url: Option<String>,
     pub tenant: Option<String>,
+    /// The document's metadata, as its change event gave it (`{}` when none).
+    pub metadata: serde_json::Map<String, serde_json::Value>,
     pub section_path: Vec<String>,
     /// The document revision these sentences were indexed from.
     pub revision: u64,
@@ -168,6 +242,7 @@ pub struct WindowAnswer {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct MatchAnswer {
     pub sentence: String,
     pub char_start: usize,
@@ -177,6 +252,7 @@ pub struct MatchAnswer {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Scores {
     /// Best fused score among the window's matched sentences.
     pub fused: f32,
@@ -185,6 +261,7 @@ pub struct Scores {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Timings {
     pub wait: f64,
     pub embed: f64,
@@ -198,6 +275,7 @@ pub struct Timings {
 
 /// `GET /v1/documents/{doc_id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct DocumentAnswer {
     pub doc_id: String,
     pub revision: u64,
@@ -210,6 +288,7 @@ pub struct DocumentAnswer {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SectionAnswer {
     pub section_id: String,
     pub path: Vec<String>,
@@ -218,11 +297,13 @@ pub struct SectionAnswer {
 
 /// Every error answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ErrorDetail {
     /// A stable machine-readable code, e.g. `invalid_request`.
     pub code: String,
@@ -232,4 +313,173 @@ pub struct ErrorDetail {
     pub doc_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub indexed_revision: Option<u64>,
+}
+
+/// The OpenAPI document against these types: the same fields, JSON types, nesting and
+/// nullability, so the two cannot drift (a field added to a type and not to the document,
+/// or the other way round, fails here).
+#[cfg(test)]
+mod openapi_matches_the_types {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use schemars::JsonSchema;
+    use serde_json::Value;
+
+    use super::*;
+
+    struct Sides<'a> {
+        rust: &'a Value,
+        doc: &'a Value,
+        errors: Vec<String>,
+    }
+
+    /// Follows `$ref` (and a lone `allOf: [$ref]`) in `root`'s definitions or components;
+    /// returns the schema and whether it admits null.
+    fn resolve<'a>(root: &'a Value, schema: &'a Value) -> (&'a Value, bool) {
+        let nullable = schema["nullable"] == true;
+        let target = schema["$ref"].as_str().or_else(|| {
+            let all = schema["allOf"].as_array()?;
+            (all.len() == 1).then(|| all[0]["$ref"].as_str()).flatten()
+        });
+        match target {
+            Some(target) => {
+                let name = target.rsplit('/').next().unwrap();
+                let found = if root["definitions"].is_object() {
+                    &root["definitions"][name]
+                } else {
+                    &root["components"]["schemas"][name]
+                };
+                let (inner, inner_nullable) = resolve(root, found);
+                (inner, nullable || inner_nullable)
+            }
+            None => (schema, nullable),
+        }
+    }
+
+    impl Sides<'_> {
+        fn compare(&mut self, rust: &Value, doc: &Value, at: &str) {
+            let (rust, _) = resolve(self.rust, rust);
+            let (doc, _) = resolve(self.doc, doc);
+            let kind = |s: &Value| s["type"].as_str().map(str::to_owned);
+            if kind(rust) != kind(doc) {
+                self.errors.push(format!(
+                    "{at}: the code has type {:?}, the document {:?}",
+                    kind(rust),
+                    kind(doc)
+                ));
+                return;
+            }
+            if let (Some(rust_props), Some(doc_props)) = (
+                rust["properties"].as_object(),
+                doc["properties"].as_object(),
+            ) {
+                let doc_required: Vec<&str> = doc["required"]
+                    .as_array()
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let rust_required: Vec<&str> = rust["required"]
+                    .as_array()
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                for name in rust_props.keys().filter(|k| !doc_props.contains_key(*k)) {
+                    self.errors
+                        .push(format!("{at}.{name}: in the code, not in the document"));
+                }
+                for name in doc_props.keys().filter(|k| !rust_props.contains_key(*k)) {
+                    self.errors
+                        .push(format!("{at}.{name}: in the document, not in the code"));
+                }
+                for (name, rust_prop) in rust_props {
+                    let Some(doc_prop) = doc_props.get(name) else {
+                        continue;
+                    };
+                    let path = format!("{at}.{name}");
+                    let (_, rust_null) = resolve(self.rust, rust_prop);
+                    let (_, doc_null) = resolve(self.doc, doc_prop);
+                    if doc_null && !rust_null {
+                        self.errors
+                            .push(format!("{path}: nullable in the document, not in the code"));
+                    }
+                    // Option in the code: null or absent; the document must allow one.
+                    if rust_null && !doc_null && doc_required.contains(&name.as_str()) {
+                        self.errors.push(format!(
+                            "{path}: may be null in the code, required and not nullable in the document"
+                        ));
+                    }
+                    if rust_required.contains(&name.as_str())
+                        && !doc_required.contains(&name.as_str())
+                        && !rust_null
+                    {
+                        self.errors.push(format!(
+                            "{path}: always there in the code, optional in the document"
+                        ));
+                    }
+                    self.compare(rust_prop, doc_prop, &path);
+                }
+            }
+            if rust["items"].is_object() || doc["items"].is_object() {
+                self.compare(&rust["items"], &doc["items"], &format!("{at}[]"));
+            }
+            if rust["additionalProperties"].is_object() || doc["additionalProperties"].is_object() {
+                self.compare(
+                    &rust["additionalProperties"],
+                    &doc["additionalProperties"],
+                    &format!("{at}{{}}"),
+                );
+            }
+        }
+    }
+
+    fn check<T: JsonSchema>(doc: &Value, component: &str) -> Vec<String> {
+        let generator = schemars::r#gen::SchemaSettings::openapi3().into_generator();
+        let rust = serde_json::to_value(generator.into_root_schema_for::<T>()).unwrap();
+        let mut sides = Sides {
+            rust: &rust,
+            doc,
+            errors: Vec::new(),
+        };
+        let doc_schema = &doc["components"]["schemas"][component];
+        assert!(doc_schema.is_object(), "{component} in the document");
+        sides.compare(&rust, doc_schema, component);
+        sides.errors
+    }
+
+    #[test]
+    fn every_request_and_answer_type_is_described_as_it_is() {
+        let doc: Value = serde_json::from_str(crate::http::OPENAPI).unwrap();
+        let mut errors = Vec::new();
+        errors.extend(check::<SearchRequest>(&doc, "SearchRequest"));
+        errors.extend(check::<SearchResponse>(&doc, "SearchResponse"));
+        errors.extend(check::<DocumentAnswer>(&doc, "Document"));
+        errors.extend(check::<ErrorBody>(&doc, "Error"));
+        assert!(
+            errors.is_empty(),
+            "openapi.json and api.rs differ:\n{}",
+            errors.join("\n")
+        );
+    }
+
+    #[test]
+    fn a_drift_is_caught() {
+        let mut doc: Value = serde_json::from_str(crate::http::OPENAPI).unwrap();
+        doc["components"]["schemas"]["SearchRequest"]["properties"]["colour"] =
+            serde_json::json!({"type": "string"});
+        doc["components"]["schemas"]["Window"]["properties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("tokens");
+        doc["components"]["schemas"]["Timings"]["properties"]["total"]["type"] = "string".into();
+        let errors = check::<SearchRequest>(&doc, "SearchRequest")
+            .into_iter()
+            .chain(check::<SearchResponse>(&doc, "SearchResponse"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for expected in [
+            "SearchRequest.colour: in the document, not in the code",
+            "tokens: in the code, not in the document",
+            "total: the code has type Some(\"number\"), the document Some(\"string\")",
+        ] {
+            assert!(errors.contains(expected), "{expected}:\n{errors}");
+        }
+    }
 }

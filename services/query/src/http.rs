@@ -40,6 +40,7 @@ pub fn openapi(config: &QueryConfig) -> String {
     request["token_budget"]["maximum"] = config.search.token_budget.into();
     request["doc_ids"]["maxItems"] = limits.max_doc_ids.into();
     request["min_revision"]["maxProperties"] = limits.max_doc_ids.into();
+    request["metadata"]["maxProperties"] = config.store.indexed_metadata.len().into();
     serde_json::to_string_pretty(&doc).unwrap_or_else(|_| OPENAPI.to_owned())
 }
 
@@ -132,6 +133,7 @@ async fn search<S: Store + 'static>(
         &app.config.limits,
         &app.config.search,
         app.config.rerank.by_default,
+        &app.config.store.indexed_metadata,
     )?;
     if let Some(bound) = principal.tenant {
         match &request.tenant {

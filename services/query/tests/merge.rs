@@ -70,6 +70,7 @@ impl Doc {
             title: "T".into(),
             url: None,
             tenant: None,
+            metadata: Default::default(),
             sentences: indices.start as u32..indices.end as u32,
             char_start: start,
             char_end: end,

@@ -116,6 +116,7 @@ pub(crate) fn decode(json: Value, config: &DecodeConfig) -> Result<Event, Reject
                 )
             })?;
             Change::Upsert(Revision {
+                metadata: Default::default(),
                 doc_id: doc_id(&after, columns)?,
                 revision: revision_of(&after)?,
                 title: columns

@@ -27,6 +27,10 @@ pub use debezium::DebeziumColumns;
 pub use encode::native_json;
 pub use native::{NativeEvent, NativeType};
 
+/// The native event's JSON Schema (2020-12), `schema/native-event.schema.json`: the one
+/// description of the format, which the all-in-one's OpenAPI document embeds.
+pub const NATIVE_EVENT_SCHEMA: &str = include_str!("../schema/native-event.schema.json");
+
 /// The format of a message, or `auto` to tell from its shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

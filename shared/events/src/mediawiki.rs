@@ -58,6 +58,7 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
                 }
             };
             Change::Upsert(Revision {
+                metadata: Default::default(),
                 doc_id,
                 revision: rev_id,
                 title: text(&json, &["page", "page_title"]).map(|t| t.replace('_', " ")),

@@ -97,6 +97,7 @@ impl NativeEvent {
                     .content
                     .ok_or_else(|| reject("no_content", "an upsert needs content"))?;
                 Change::Upsert(Revision {
+                    metadata: self.metadata,
                     doc_id: self.doc_id,
                     revision: self.revision,
                     title: self.title,

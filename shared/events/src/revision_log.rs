@@ -74,6 +74,7 @@ impl LogEvent {
 
     pub fn to_revision(&self) -> Result<Revision, casement_text::Error> {
         Ok(Revision {
+            metadata: Default::default(),
             doc_id: self.doc_id.clone(),
             revision: self.revision,
             title: self.title.clone(),

@@ -276,6 +276,7 @@ fn corpus_sentences() -> Vec<String> {
     let mut sentences = Vec::new();
     for (doc_id, event) in last {
         let revision = Revision {
+            metadata: Default::default(),
             doc_id,
             revision: 1,
             title: None,

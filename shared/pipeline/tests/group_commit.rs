@@ -133,6 +133,7 @@ async fn a_backlog_shares_model_batches_and_flushes_and_is_acknowledged_only_whe
     for n in 0..DOCUMENTS {
         let event = Event {
             change: casement_events::Change::Upsert(Revision {
+                metadata: Default::default(),
                 doc_id: format!("faq/{n}"),
                 revision: 1,
                 title: Some(format!("Question {n}")),

@@ -99,6 +99,7 @@ impl Loader {
         let copy = self.next / self.articles.len();
         self.next += 1;
         let revision = Revision {
+            metadata: Default::default(),
             doc_id: format!("{}#{copy}", article.title),
             revision: 1,
             title: Some(article.title.replace('_', " ")),

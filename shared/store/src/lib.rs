@@ -51,6 +51,25 @@ pub enum Applied {
 pub struct QueryFilter {
     pub tenant: Option<String>,
     pub doc_ids: Vec<String>,
+    /// Metadata conditions, all of which must hold (keys of `store.indexed_metadata`).
+    pub metadata: Vec<MetadataCondition>,
+}
+
+/// `metadata.<key>` equals one of `values` (a point whose value there is an array matches
+/// when any element does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataCondition {
+    pub key: String,
+    pub values: MetadataValues,
+}
+
+/// The values a metadata condition accepts: keywords, or integers (booleans as one
+/// keyword match each).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataValues {
+    Keywords(Vec<String>),
+    Integers(Vec<i64>),
+    Bool(bool),
 }
 
 /// Which ranked lists a query fuses.

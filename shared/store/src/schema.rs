@@ -36,6 +36,25 @@ pub const INDEXED_FIELDS: [(&str, FieldType); 5] = [
     (KIND, FieldType::Keyword),
 ];
 
+/// The payload field of a metadata key (`metadata.<key>`).
+pub fn metadata_field(key: &str) -> String {
+    format!("metadata.{key}")
+}
+
+/// Every payload index of a store: [`INDEXED_FIELDS`] and one keyword index per key of
+/// `store.indexed_metadata`.
+pub fn indexed_fields(indexed_metadata: &[String]) -> Vec<(String, FieldType)> {
+    INDEXED_FIELDS
+        .iter()
+        .map(|(field, kind)| ((*field).to_owned(), *kind))
+        .chain(
+            indexed_metadata
+                .iter()
+                .map(|key| (metadata_field(key), FieldType::Keyword)),
+        )
+        .collect()
+}
+
 /// Namespace of document-state point ids (distinct from sentence ids').
 const DOCUMENT_ID_NAMESPACE: Uuid = Uuid::from_u128(0x2f0b_94c1_5d6e_4a37_8c1f_7e59_b3a0_64d2);
 
@@ -122,6 +141,7 @@ mod tests {
     #[test]
     fn records_and_states_round_trip_through_payloads() {
         let revision = Revision {
+            metadata: Default::default(),
             doc_id: "d".into(),
             revision: 3,
             title: Some("T".into()),

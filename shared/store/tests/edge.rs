@@ -24,6 +24,7 @@ impl Harness for Edge {
     async fn open(&self) -> EdgeStore {
         let mut config = StoreConfig::default();
         config.edge.path = self.dir.path().join("index");
+        config.indexed_metadata = contract::INDEXED_METADATA.map(str::to_owned).to_vec();
         EdgeStore::open(&config, DIMENSION).expect("edge store opens")
     }
 }
@@ -56,6 +57,11 @@ async fn sparse_channel_finds_identifier() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenant_filter() {
     contract::tenant_filter(&Edge::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_filter() {
+    contract::metadata_filter(&Edge::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

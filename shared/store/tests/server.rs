@@ -25,6 +25,7 @@ impl Server {
             ..StoreConfig::default()
         };
         config.server.url = url;
+        config.indexed_metadata = contract::INDEXED_METADATA.map(str::to_owned).to_vec();
         config.server.api_key = std::env::var("QDRANT_API_KEY").ok().map(Into::into);
         Some(Self { config })
     }
@@ -67,4 +68,5 @@ scenario!(payload_update_keeps_vector);
 scenario!(delete_tombstone_stale);
 scenario!(sparse_channel_finds_identifier);
 scenario!(tenant_filter);
+scenario!(metadata_filter);
 scenario!(cut_off_write_heals, 1);

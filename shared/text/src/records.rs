@@ -43,6 +43,9 @@ pub struct SentenceRecord {
     pub revision: u64,
     pub title: String,
     pub url: Option<String>,
+    /// The document's metadata (the event's), the same on every point of a document.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
     pub section_id: String,
     pub section_path: Vec<String>,
     pub section_hash: String,
@@ -82,6 +85,7 @@ impl SentenceRecord {
             revision: _,
             title,
             url,
+            metadata,
             section_id,
             section_path,
             section_hash,
@@ -103,6 +107,7 @@ impl SentenceRecord {
             && *tenant == other.tenant
             && *title == other.title
             && *url == other.url
+            && *metadata == other.metadata
             && *section_id == other.section_id
             && *section_path == other.section_path
             && *section_hash == other.section_hash
@@ -214,6 +219,7 @@ pub fn build_records_with(
                 revision: segmented.revision,
                 title: segmented.title.clone(),
                 url: segmented.url.clone(),
+                metadata: segmented.metadata.clone(),
                 section_id: section.id.clone(),
                 section_path: section.heading_path.clone(),
                 section_hash: section.content_hash.clone(),

@@ -60,4 +60,9 @@ pub struct Revision {
     pub tenant: Option<String>,
     pub format: Format,
     pub content: String,
+    /// The event's free-form `metadata` (a JSON object): stored on every point of the
+    /// document, returned with each search result, filterable on the keys the operator
+    /// declares (`store.indexed_metadata`).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }

@@ -40,6 +40,8 @@ pub struct SegmentedRevision {
     pub title: String,
     pub url: Option<String>,
     pub tenant: Option<String>,
+    /// The revision's metadata, as given.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
     pub text: String,
     pub sections: Vec<Section>,
     /// How many sections kept the sentence boundaries of the indexed revision.
@@ -134,6 +136,7 @@ pub fn segment_reusing(
         title,
         url: revision.url.clone(),
         tenant: revision.tenant.clone(),
+        metadata: revision.metadata.clone(),
         text: extracted.text,
         sections,
         reused_sections,

@@ -52,6 +52,7 @@ impl Doc {
 
     fn revision(&self, number: u64) -> Revision {
         Revision {
+            metadata: Default::default(),
             doc_id: "prop-doc".into(),
             revision: number,
             title: None,
@@ -328,6 +329,7 @@ proptest! {
     {
         let content: String = paragraphs.iter().map(|p| p.join(" ")).collect::<Vec<_>>().join("\n\n");
         let revision = Revision {
+            metadata: Default::default(),
             doc_id: "t".into(), revision: 1, title: None, url: None, tenant: None,
             format: Format::Text, content: content.clone(),
         };
@@ -361,6 +363,7 @@ proptest! {
         format in prop::sample::select(&[Format::Markdown, Format::Html, Format::Text, Format::Wikitext][..]),
     ) {
         let revision = Revision {
+            metadata: Default::default(),
             doc_id: "fuzz".into(), revision: 1, title: None, url: None, tenant: None,
             format, content,
         };

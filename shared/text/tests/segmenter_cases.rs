@@ -4,6 +4,7 @@ use casement_text::{CodeBlocks, Format, Revision, SegmentedRevision, TextConfig,
 
 fn revision(format: Format, content: &str) -> Revision {
     Revision {
+        metadata: Default::default(),
         doc_id: "doc".into(),
         revision: 1,
         title: None,

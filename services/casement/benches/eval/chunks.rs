@@ -116,6 +116,7 @@ impl ChunkIndex {
                         revision: 1,
                         title: doc.title.clone(),
                         url: None,
+                        metadata: Default::default(),
                         section_id: "chunks".to_owned(),
                         section_path: Vec::new(),
                         section_hash: String::new(),

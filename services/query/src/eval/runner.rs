@@ -93,6 +93,7 @@ impl<S: Store + Clone + 'static> Evaluator<S> {
                 &self.query.limits,
                 &self.query.search,
                 self.query.rerank.by_default,
+                &self.query.store.indexed_metadata,
             ) {
                 Ok(valid) => self.search(valid).await,
                 Err(error) => Err(error),

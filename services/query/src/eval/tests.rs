@@ -101,6 +101,7 @@ fn window(doc_id: &str, text: &str) -> WindowAnswer {
         title: String::new(),
         url: None,
         tenant: None,
+        metadata: Default::default(),
         section_path: vec!["Section".into()],
         revision: 1,
         text: text.into(),

@@ -11,6 +11,7 @@ pub fn answer(window: Window) -> WindowAnswer {
         title: window.title,
         url: window.url,
         tenant: window.tenant,
+        metadata: window.metadata,
         section_path: window.section_path,
         revision: window.revision,
         text: window.text,

@@ -40,6 +40,7 @@ pub fn stored_window(hit: Hit, indexed_radius: usize) -> Window {
         title: r.title,
         url: r.url,
         tenant: r.tenant,
+        metadata: r.metadata,
     }
 }
 

@@ -40,6 +40,8 @@ pub struct Window {
     pub title: String,
     pub url: Option<String>,
     pub tenant: Option<String>,
+    /// The document's metadata (the event's), as stored with every point.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
     /// Sentence indices in the section (half-open).
     pub sentences: Range<u32>,
     /// Characters of the document this window covers (half-open) and their text.

@@ -181,6 +181,7 @@ impl<S: Store> Searcher<S> {
                 filter: QueryFilter {
                     tenant: request.tenant.clone(),
                     doc_ids: request.doc_ids.clone(),
+                    metadata: request.metadata.clone(),
                 },
                 channels: self.search.channels,
                 channel_ranks: false,

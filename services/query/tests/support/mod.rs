@@ -62,6 +62,7 @@ pub fn upsert(
 ) -> Event {
     Event {
         change: Change::Upsert(Revision {
+            metadata: Default::default(),
             doc_id: doc_id.into(),
             revision,
             title: Some(title.into()),

@@ -106,6 +106,7 @@ mod tests {
     fn built(content: &str) -> Body {
         Body::Event(Box::new(Event {
             change: Change::Upsert(Revision {
+                metadata: Default::default(),
                 doc_id: "kb/a".into(),
                 revision: 3,
                 title: Some("A".into()),

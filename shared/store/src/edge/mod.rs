@@ -26,7 +26,7 @@ use uuid::Uuid;
 use crate::bm25::Bm25;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::schema::{DENSE_VECTOR, FieldType, INDEXED_FIELDS, SPARSE_VECTOR};
+use crate::schema::{DENSE_VECTOR, FieldType, SPARSE_VECTOR, indexed_fields};
 use crate::{Applied, Hit, HybridQuery, Store, StoreStats};
 
 /// The embedded store. Cheap to clone; clones share one engine.
@@ -106,7 +106,8 @@ impl EdgeStore {
             EdgeShard::new(&path, edge_config(dimension)).map_err(|e| open_error(e.to_string()))?
         };
         let info = shard.info();
-        for (field, kind) in INDEXED_FIELDS {
+        for (field, kind) in indexed_fields(&config.indexed_metadata) {
+            let field = field.as_str();
             if info.payload_schema.contains_key(&json_path(field)) {
                 continue;
             }

@@ -19,7 +19,7 @@ use crate::schema::{
     DENSE_VECTOR, KIND, KIND_DOCUMENT, KIND_SENTENCE, SPARSE_VECTOR, document_from_payload,
     document_point_id, sentence_from_payload,
 };
-use crate::{DiskUsage, Hit, HybridQuery, QueryFilter, StoreStats};
+use crate::{DiskUsage, Hit, HybridQuery, MetadataValues, QueryFilter, StoreStats};
 
 const SCROLL_PAGE: usize = 1_000;
 
@@ -38,6 +38,14 @@ pub(super) fn sentence_filter(query: &QueryFilter) -> Filter {
     }
     if !query.doc_ids.is_empty() {
         must.push(json!({ "key": "doc_id", "match": { "any": query.doc_ids } }));
+    }
+    for condition in &query.metadata {
+        let key = crate::schema::metadata_field(&condition.key);
+        must.push(match &condition.values {
+            MetadataValues::Keywords(values) => json!({ "key": key, "match": { "any": values } }),
+            MetadataValues::Integers(values) => json!({ "key": key, "match": { "any": values } }),
+            MetadataValues::Bool(value) => json!({ "key": key, "match": { "value": value } }),
+        });
     }
     filter(json!({ "must": must }))
 }

@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::bm25::Bm25;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::schema::{DENSE_VECTOR, FieldType, INDEXED_FIELDS, SPARSE_VECTOR};
+use crate::schema::{DENSE_VECTOR, FieldType, SPARSE_VECTOR, indexed_fields};
 use crate::{Applied, Hit, HybridQuery, Store, StoreStats};
 
 /// A Qdrant server collection.
@@ -80,7 +80,7 @@ impl ServerStore {
             dimension,
             rrf_k: config.rrf_k,
         };
-        store.ensure_collection().await?;
+        store.ensure_collection(&config.indexed_metadata).await?;
         Ok(store)
     }
 
@@ -93,7 +93,7 @@ impl ServerStore {
             .map_err(grpc("delete collection"))
     }
 
-    async fn ensure_collection(&self) -> Result<()> {
+    async fn ensure_collection(&self, indexed_metadata: &[String]) -> Result<()> {
         let exists = self
             .client
             .collection_exists(&self.collection)
@@ -121,14 +121,14 @@ impl ServerStore {
                 .await
                 .map_err(grpc("create collection"))?;
         }
-        for (field, kind) in INDEXED_FIELDS {
+        for (field, kind) in indexed_fields(indexed_metadata) {
             let kind = match kind {
                 FieldType::Keyword => QdrantFieldType::Keyword,
                 FieldType::Integer => QdrantFieldType::Integer,
             };
             self.client
                 .create_field_index(
-                    CreateFieldIndexCollectionBuilder::new(&self.collection, field, kind)
+                    CreateFieldIndexCollectionBuilder::new(&self.collection, &field, kind)
                         .wait(true),
                 )
                 .await

@@ -18,7 +18,7 @@ use crate::schema::{
     DENSE_VECTOR, KIND, KIND_DOCUMENT, KIND_SENTENCE, SPARSE_VECTOR, document_from_payload,
     document_point_id, sentence_from_payload,
 };
-use crate::{Hit, HybridQuery, QueryFilter, StoreStats};
+use crate::{Hit, HybridQuery, MetadataValues, QueryFilter, StoreStats};
 
 const SCROLL_PAGE: u32 = 1_000;
 
@@ -33,6 +33,14 @@ pub(super) fn sentence_filter(query: &QueryFilter) -> Filter {
     }
     if !query.doc_ids.is_empty() {
         must.push(Condition::matches("doc_id", query.doc_ids.clone()));
+    }
+    for condition in &query.metadata {
+        let key = crate::schema::metadata_field(&condition.key);
+        must.push(match &condition.values {
+            MetadataValues::Keywords(values) => Condition::matches(key, values.clone()),
+            MetadataValues::Integers(values) => Condition::matches(key, values.clone()),
+            MetadataValues::Bool(value) => Condition::matches(key, *value),
+        });
     }
     Filter::must(must)
 }

@@ -9,7 +9,7 @@ mod search;
 mod writes;
 
 pub use healing::cut_off_write_heals;
-pub use search::{sparse_channel_finds_identifier, tenant_filter};
+pub use search::{metadata_filter, sparse_channel_finds_identifier, tenant_filter};
 pub use writes::{
     delete_tombstone_stale, payload_update_keeps_vector, read_back_exactly, schema_and_reopen,
 };
@@ -59,8 +59,12 @@ pub fn plan_vectors(plan: &ChangePlan) -> Vec<Vec<f32>> {
     )
 }
 
+/// The metadata keys both harnesses declare (`store.indexed_metadata`).
+pub const INDEXED_METADATA: [&str; 2] = ["team", "tier"];
+
 pub fn markdown(doc_id: &str, revision: u64, tenant: Option<&str>, content: &str) -> Revision {
     Revision {
+        metadata: Default::default(),
         doc_id: doc_id.to_owned(),
         revision,
         title: Some(format!("Title of {doc_id}")),

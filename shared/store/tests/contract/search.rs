@@ -120,6 +120,7 @@ pub async fn tenant_filter<H: Harness>(harness: &H) {
         let filter = QueryFilter {
             tenant: Some(tenant.to_owned()),
             doc_ids: Vec::new(),
+            ..QueryFilter::default()
         };
         let hits = store
             .query(&query("rotate keys deploy", 50, filter))
@@ -134,6 +135,7 @@ pub async fn tenant_filter<H: Harness>(harness: &H) {
     let none = QueryFilter {
         tenant: Some("initech".into()),
         doc_ids: Vec::new(),
+        ..QueryFilter::default()
     };
     assert!(
         store
@@ -145,8 +147,116 @@ pub async fn tenant_filter<H: Harness>(harness: &H) {
     let docs = QueryFilter {
         tenant: None,
         doc_ids: vec!["public-guide".into(), "globex-guide".into()],
+        ..QueryFilter::default()
     };
     let hits = store.query(&query("keys", 50, docs)).await.expect("query");
     assert_eq!(hits.len(), 12);
     assert!(hits.iter().all(|h| h.record.doc_id != "acme-guide"));
+}
+
+/// Metadata travels with every point, filters on it (a keyword, any of several, an
+/// integer, an array element) keep to the matching documents, and a revision that changes
+/// only the metadata rewrites payloads without embedding anything.
+pub async fn metadata_filter<H: Harness>(harness: &H) {
+    use casement_store::{MetadataCondition, MetadataValues};
+    let store = harness.open().await;
+    let with = |doc_id: &str, revision: u64, metadata: serde_json::Value| {
+        let mut revision = markdown(doc_id, revision, None, GUIDE);
+        revision.metadata = metadata.as_object().expect("object").clone();
+        revision
+    };
+    index(
+        &store,
+        &with(
+            "billing",
+            1,
+            serde_json::json!({"team": "billing", "tier": 2}),
+        ),
+    )
+    .await;
+    index(
+        &store,
+        &with(
+            "support",
+            1,
+            serde_json::json!({"team": ["support", "docs"], "tier": 1}),
+        ),
+    )
+    .await;
+    index(&store, &markdown("plain", 1, None, GUIDE)).await;
+    let docs_of = |condition: Vec<MetadataCondition>| {
+        let store = &store;
+        async move {
+            let filter = QueryFilter {
+                metadata: condition,
+                ..QueryFilter::default()
+            };
+            let hits = store
+                .query(&query("rotate keys deploy", 50, filter))
+                .await
+                .expect("query");
+            let mut docs: Vec<String> = hits.into_iter().map(|h| h.record.doc_id).collect();
+            docs.sort();
+            docs.dedup();
+            docs
+        }
+    };
+    let keywords = |key: &str, values: &[&str]| MetadataCondition {
+        key: key.to_owned(),
+        values: MetadataValues::Keywords(values.iter().map(|v| (*v).to_owned()).collect()),
+    };
+    assert_eq!(
+        docs_of(vec![keywords("team", &["billing"])]).await,
+        ["billing"]
+    );
+    assert_eq!(
+        docs_of(vec![keywords("team", &["docs"])]).await,
+        ["support"],
+        "an array matches when one element does"
+    );
+    assert_eq!(
+        docs_of(vec![keywords("team", &["billing", "support"])]).await,
+        ["billing", "support"]
+    );
+    let tier = |values: Vec<i64>| MetadataCondition {
+        key: "tier".to_owned(),
+        values: MetadataValues::Integers(values),
+    };
+    assert_eq!(docs_of(vec![tier(vec![1])]).await, ["support"]);
+    assert!(
+        docs_of(vec![keywords("team", &["billing"]), tier(vec![1])])
+            .await
+            .is_empty(),
+        "conditions are all required"
+    );
+    assert_eq!(docs_of(Vec::new()).await, ["billing", "plain", "support"]);
+
+    let records = store.records("billing").await.expect("records");
+    assert!(records.iter().all(|r| r.metadata["team"] == "billing"));
+    assert!(
+        store
+            .records("plain")
+            .await
+            .expect("records")
+            .iter()
+            .all(|r| r.metadata.is_empty())
+    );
+
+    // The same text with other metadata: payloads only.
+    let (plan, _) = index(
+        &store,
+        &with("billing", 2, serde_json::json!({"team": "finance"})),
+    )
+    .await;
+    assert!(plan.embed.is_empty(), "nothing re-embedded");
+    assert_eq!(plan.update_payload.len(), records.len());
+    assert_eq!(
+        docs_of(vec![keywords("team", &["finance"])]).await,
+        ["billing"]
+    );
+    assert!(
+        docs_of(vec![keywords("team", &["billing"])])
+            .await
+            .is_empty()
+    );
 }
