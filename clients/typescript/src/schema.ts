@@ -162,6 +162,10 @@ export interface components {
             token_budget?: number;
             /** @description Include milliseconds per stage. */
             timings?: boolean;
+            /** @description Only documents whose metadata (the change event's `metadata`) has, for every key given, the value given, or one of the values of an array (a document whose value is an array matches when one element does). Keys must be among the operator's `store.indexed_metadata` (else 422). maxProperties is the number of such keys (none by default). */
+            metadata?: {
+                [key: string]: string | number | boolean | string[] | number[];
+            };
         };
         SearchResponse: {
             windows: components["schemas"]["Window"][];
@@ -174,6 +178,10 @@ export interface components {
             title: string;
             url: string | null;
             tenant: string | null;
+            /** @description The document's metadata, as its change event gave it ({} when none). */
+            metadata: {
+                [key: string]: unknown;
+            };
             /** @description Headings from the top of the document to this section. */
             section_path: string[];
             /** @description The document revision these sentences were indexed from. */
@@ -258,6 +266,43 @@ export interface components {
             };
             /** @description The rejected body was recorded in the server's dead-letter file (the operator's to read). */
             dead_lettered?: boolean;
+        };
+        /** @description An event in another format the webhook decodes: a CloudEvents 1.0 structured event whose data is a native event, a Debezium change event (JSON converter, with or without schema), or a MediaWiki page_change that carries its content. Detected from the body unless events.format says. */
+        ForeignEvent: {
+            [key: string]: unknown;
+        };
+        /**
+         * Casement native change event
+         * @description One change of one document. Publish with the Kafka key = doc_id, so that the events of a document stay in order. An upsert also needs `format` and `content`. (shared/events/schema/native-event.schema.json)
+         */
+        NativeEvent: {
+            /**
+             * @description upsert: index this revision; delete: remove the document (a tombstone stays at this revision)
+             * @enum {string}
+             */
+            type: "upsert" | "delete";
+            doc_id: string;
+            /** @description Comparable per document: a newer revision has a larger number. Events not newer than the indexed revision are stale. */
+            revision: number;
+            title?: string;
+            /**
+             * @description Required for an upsert (aliases: md, htm, plain, txt, mediawiki and the MIME types)
+             * @enum {string}
+             */
+            format?: "markdown" | "html" | "text" | "wikitext";
+            /** @description The whole text of the revision; required for an upsert */
+            content?: string;
+            tenant?: string;
+            url?: string;
+            /** @description Free-form JSON object: stored with every point of the document and returned with each search result; searches can filter on the keys the operator lists in store.indexed_metadata. A revision that changes only the metadata rewrites payloads, not vectors */
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: date-time
+             * @description RFC 3339 time of the change at the source; accepted, not used (freshness is measured from the Kafka timestamp)
+             */
+            event_time?: string;
         };
     };
     responses: {
@@ -445,7 +490,7 @@ export interface operations {
         /** @description The event, as the CMS sends it (at most events.max_event_bytes). */
         requestBody: {
             content: {
-                "application/json": unknown;
+                "application/json": components["schemas"]["NativeEvent"] | components["schemas"]["ForeignEvent"];
             };
         };
         responses: {

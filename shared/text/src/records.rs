@@ -44,7 +44,9 @@ pub struct SentenceRecord {
     pub title: String,
     pub url: Option<String>,
     /// The document's metadata (the event's), the same on every point of a document.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    /// Always written, `{}` when none: a payload update (which merges top-level keys)
+    /// must replace metadata that a revision dropped. Read as `{}` when absent.
+    #[serde(default)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub section_id: String,
     pub section_path: Vec<String>,

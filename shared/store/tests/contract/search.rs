@@ -259,4 +259,32 @@ pub async fn metadata_filter<H: Harness>(harness: &H) {
             .await
             .is_empty()
     );
+    let finance = serde_json::json!({"team": "finance"});
+    for record in store.records("billing").await.expect("records") {
+        assert_eq!(
+            serde_json::Value::Object(record.metadata),
+            finance,
+            "replaced whole (tier is gone)"
+        );
+    }
+    // Metadata dropped by the next revision is gone from every point, and the plan of a
+    // repeat is empty.
+    let (plan, _) = index(&store, &markdown("billing", 3, None, GUIDE)).await;
+    assert_eq!(plan.update_payload.len(), records.len());
+    assert!(
+        store
+            .records("billing")
+            .await
+            .expect("records")
+            .iter()
+            .all(|r| r.metadata.is_empty())
+    );
+    let current = store.records("billing").await.expect("records");
+    let (again, _) = casement_text::plan_upsert(
+        &current,
+        &markdown("billing", 4, None, GUIDE),
+        &casement_text::TextConfig::default(),
+    )
+    .expect("plan");
+    assert!(again.is_noop(), "nothing left to change: {again:?}");
 }
