@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The TypeScript client's checks, against a real `casement run` on the bundled sample
 # ($CASEMENT_BIN, default the workspace's target/debug/casement, then target/release):
-#   1. start it (webhook on, one operator API key) on a free port in a temporary data dir;
+#   1. start it (webhook on, one operator API key, metadata keys team and tier filterable)
+#      on a free port in a temporary data dir;
 #   2. drift check: generate the types from its GET /openapi.json with openapi-typescript
 #      and fail if they differ from src/schema.ts (`--regenerate` writes them instead);
 #   3. tsc, strict, over src/, tests/ and examples/ (and the package build, src/ alone, no Node types);
@@ -20,6 +21,10 @@ TOOLS="$TOOLS_DIR/typescript-client"
 MARKER="$TOOLS/casement-client.sha256"
 START_TIMEOUT="${CASEMENT_TEST_START_TIMEOUT:-300}"
 API_KEY="clients-typescript-test-key-0123456789"
+# The event metadata keys searches may filter on (store.indexed_metadata, a TOML value).
+# It only sets the served document's SearchRequest.metadata maxProperties, which
+# openapi-typescript does not carry into src/schema.ts: the drift check is unaffected.
+INDEXED_METADATA='["team", "tier"]'
 
 log() { echo "[typescript-client] $*"; }
 fail() { echo "[typescript-client] error: $*" >&2; exit 1; }
@@ -114,7 +119,8 @@ started=$SECONDS
 (
   cd "$WORK"
   exec env "${clean_env[@]}" CASEMENT__LISTEN="127.0.0.1:$port" CASEMENT__DATA_DIR="$WORK/data" \
-    CASEMENT__SOURCES__WEBHOOK__ENABLED=true "$BIN" --config "$WORK/casement.toml" run
+    CASEMENT__SOURCES__WEBHOOK__ENABLED=true CASEMENT__STORE__INDEXED_METADATA="$INDEXED_METADATA" \
+    "$BIN" --config "$WORK/casement.toml" run
 ) > "$WORK/casement.log" 2>&1 &
 server_pid=$!
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,11 +22,15 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from casement_client import Client
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = REPO_ROOT / "sample" / "18f-handbook"
 #: Seconds to wait for a server to index the sample and answer (a debug build, 2 cores).
 START_TIMEOUT = float(os.environ.get("CASEMENT_TEST_START_TIMEOUT", "300"))
 API_KEY = "clients-python-test-key-0123456789"
+#: The event metadata keys the test servers let searches filter on (store.indexed_metadata).
+INDEXED_METADATA = ("team", "tier")
 
 
 def casement_bin() -> Path:
@@ -97,7 +102,9 @@ class RunningCasement:
                 self.process.wait(timeout=10)
 
 
-def start_casement(data_dir: Path, args: list[str]) -> RunningCasement:
+def start_casement(
+    data_dir: Path, args: list[str], indexed_metadata: tuple[str, ...] = INDEXED_METADATA
+) -> RunningCasement:
     binary = casement_bin()
     if not binary.exists():
         pytest.fail(
@@ -112,6 +119,8 @@ def start_casement(data_dir: Path, args: list[str]) -> RunningCasement:
     }
     env["CASEMENT__LISTEN"] = f"127.0.0.1:{port}"
     env["CASEMENT__DATA_DIR"] = str(data_dir)
+    # The metadata keys searches may filter on (a TOML value, as every CASEMENT__ variable).
+    env["CASEMENT__STORE__INDEXED_METADATA"] = json.dumps(list(indexed_metadata))
     log = data_dir.parent / f"{data_dir.name}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -143,7 +152,7 @@ def wait_until(server: RunningCasement, what: str, condition: Any, deadline: flo
 @pytest.fixture(scope="session")
 def casement_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`casement run` on the bundled sample, ready once every live page of the sample is
-    indexed at its last revision."""
+    indexed at its last revision; searches may filter on the metadata keys `team`, `tier`."""
     data_dir = tmp_path_factory.mktemp("casement") / "data"
     data_dir.mkdir()
     server = start_casement(data_dir, ["run"])
@@ -166,7 +175,7 @@ def casement_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def keyed_casement_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`casement run` with one API key and no documents (watching an empty folder; the
-    tests post their own through the webhook)."""
+    tests post their own through the webhook), and no metadata key to filter on."""
     root = tmp_path_factory.mktemp("casement-keys")
     data_dir = root / "data"
     data_dir.mkdir()
@@ -174,7 +183,7 @@ def keyed_casement_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     config = root / "casement.toml"
     config.write_text(f'[[auth.keys]]\ntoken = "{API_KEY}"\n')
     server = start_casement(
-        data_dir, ["--config", str(config), "run", "--watch", str(root / "empty")]
+        data_dir, ["--config", str(config), "run", "--watch", str(root / "empty")], indexed_metadata=()
     )
     deadline = time.monotonic() + START_TIMEOUT
     try:
@@ -183,6 +192,59 @@ def keyed_casement_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         yield server.url
     finally:
         server.stop()
+
+
+@dataclass(frozen=True)
+class MetadataDocs:
+    """Two documents posted through the webhook that share their words, not their metadata."""
+
+    query: str
+    #: doc_id -> the metadata its event carried.
+    metadata: dict[str, dict[str, Any]]
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.metadata)
+
+    @property
+    def min_revision(self) -> dict[str, int]:
+        return {doc_id: 1 for doc_id in self.metadata}
+
+
+@pytest.fixture(scope="session")
+def metadata_docs(casement_url: str) -> MetadataDocs:
+    """A greenhouse page of one team (tier 1) and a greenhouse-keys page of another (tiers
+    [2, 3]), posted with the client's `send_event`, each team unique to this run; the
+    metadata also holds keys named as Casement's own window fields (`doc_id`, `url`,
+    `source`), which must not shadow them."""
+    run = uuid.uuid4().hex[:8]
+    pages = {
+        f"clients-python/greenhouse-{run}": (
+            "Greenhouse",
+            "The pelican gardener waters the rooftop greenhouse every Tuesday morning. "
+            "Seedlings wait in the cold frame until May.",
+            {"team": f"gardens-{run}", "tier": 1, "doc_id": "not-the-doc-id",
+             "source": "cms", "labels": ["plants", "roof"]},
+        ),
+        f"clients-python/greenhouse-keys-{run}": (
+            "Greenhouse keys",
+            "The pelican gardener keeps the rooftop greenhouse keys at the security desk. "
+            "Sign them out every Tuesday morning.",
+            {"team": f"security-{run}", "tier": [2, 3], "url": "https://cms.example/not-the-url"},
+        ),
+    }  # fmt: skip
+    with Client(casement_url) as client:
+        for doc_id, (title, text, metadata) in pages.items():
+            sent = client.send_event(
+                {"type": "upsert", "doc_id": doc_id, "revision": 1, "title": title,
+                 "format": "markdown", "content": f"# {title}\n\n{text}", "metadata": metadata}
+            )  # fmt: skip
+            # (`accepted` is fine too: searches ask for min_revision.)
+            assert sent.status in ("applied", "accepted"), sent
+    return MetadataDocs(
+        query="When does the pelican gardener water the rooftop greenhouse?",
+        metadata={doc_id: metadata for doc_id, (_, _, metadata) in pages.items()},
+    )
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import uuid
 
 import anyio
 import pytest
-from conftest import GOLDEN_BY_ID, normalized
+from conftest import GOLDEN_BY_ID, MetadataDocs, normalized
 
 from casement_client import AsyncClient, InvalidRequestError
 
@@ -51,3 +51,17 @@ async def test_async_bad_request_raises_invalid_request(casement_url: str) -> No
         with pytest.raises(InvalidRequestError) as raised:
             await client.search("leave", top_k=0)
     assert raised.value.message == "top_k = 0 must be between 1 and 50"
+
+
+async def test_async_search_filters_on_metadata(casement_url: str, metadata_docs: MetadataDocs) -> None:
+    gardens, keys = metadata_docs.ids
+    async with AsyncClient(casement_url) as client:
+        answer = await client.search(
+            metadata_docs.query, top_k=10, min_revision=metadata_docs.min_revision,
+            metadata={"team": metadata_docs.metadata[keys]["team"]},
+        )  # fmt: skip
+        with pytest.raises(InvalidRequestError) as raised:
+            await client.search("greenhouse", metadata={"audience": "staff"})
+    assert answer.windows and {w.doc_id for w in answer.windows} == {keys}
+    assert answer.windows[0].metadata == metadata_docs.metadata[keys]
+    assert raised.value.message == "metadata.audience: not a filterable key; these are: team, tier"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GOLDEN_BY_ID, normalized
+from conftest import GOLDEN_BY_ID, MetadataDocs, normalized
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
@@ -56,3 +56,35 @@ async def test_langchain_retriever_async_returns_the_golden_document(casement_ur
         docs = await retriever.ainvoke(case.query)
     assert docs[0].metadata["doc_id"] == case.doc_id
     assert any(normalized(case.text) in normalized(d.page_content) for d in docs)
+
+
+def test_langchain_retriever_filters_on_metadata_and_exposes_it(casement_url: str, metadata_docs: MetadataDocs) -> None:
+    gardens, keys = metadata_docs.ids
+    retriever = CasementRetriever(
+        base_url=casement_url, top_k=10, min_revision=metadata_docs.min_revision,
+        metadata_filter={"team": metadata_docs.metadata[gardens]["team"]},
+    )  # fmt: skip
+    docs = retriever.invoke(metadata_docs.query)
+    assert docs and {d.metadata["doc_id"] for d in docs} == {gardens}
+    top = docs[0]
+    # The event's metadata whole, under "metadata"; its doc_id and source keys do not
+    # shadow the window's.
+    assert top.metadata["metadata"] == metadata_docs.metadata[gardens]
+    assert (top.metadata["doc_id"], top.metadata["source"]) == (gardens, gardens)
+    # Per call, as every search parameter.
+    docs = retriever.invoke(metadata_docs.query, metadata_filter={"tier": [2, 3]})
+    assert {d.metadata["doc_id"] for d in docs} == {keys}
+    assert docs[0].metadata["url"] is None
+    assert docs[0].metadata["metadata"]["url"] == "https://cms.example/not-the-url"
+
+
+@pytest.mark.anyio
+async def test_langchain_retriever_async_filters_on_metadata(casement_url: str, metadata_docs: MetadataDocs) -> None:
+    gardens, keys = metadata_docs.ids
+    retriever = CasementRetriever(
+        base_url=casement_url, min_revision=metadata_docs.min_revision,
+        metadata_filter={"team": metadata_docs.metadata[keys]["team"]},
+    )  # fmt: skip
+    docs = await retriever.ainvoke(metadata_docs.query)
+    assert docs and {d.metadata["doc_id"] for d in docs} == {keys}
+    assert docs[0].metadata["metadata"] == metadata_docs.metadata[keys]

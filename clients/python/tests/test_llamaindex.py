@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GOLDEN_BY_ID, normalized
+from conftest import GOLDEN_BY_ID, MetadataDocs, normalized
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, TextNode
 
@@ -45,3 +45,31 @@ async def test_llamaindex_retriever_async_returns_the_golden_document(casement_u
     async with AsyncClient(casement_url) as client:
         hits = await CasementRetriever(async_client=client, base_url=casement_url, top_k=1).aretrieve(case.query)
     assert len(hits) == 1 and hits[0].node.metadata["doc_id"] == case.doc_id
+
+
+def test_llamaindex_retriever_filters_on_metadata_and_exposes_it(casement_url: str, metadata_docs: MetadataDocs) -> None:
+    gardens, keys = metadata_docs.ids
+    retriever = CasementRetriever(
+        base_url=casement_url, top_k=10, min_revision=metadata_docs.min_revision,
+        metadata_filter={"team": metadata_docs.metadata[gardens]["team"], "tier": 1},
+    )  # fmt: skip
+    hits = retriever.retrieve(metadata_docs.query)
+    assert hits and {h.node.metadata["doc_id"] for h in hits} == {gardens}
+    node = hits[0].node
+    assert node.metadata["metadata"] == metadata_docs.metadata[gardens]
+    assert node.metadata["doc_id"] == gardens and node.metadata["source"] == gardens
+    # For code, not for the prompt nor the embedder.
+    assert "metadata" in node.excluded_llm_metadata_keys and "metadata" in node.excluded_embed_metadata_keys
+    assert "not-the-doc-id" not in node.get_content(metadata_mode=MetadataMode.LLM)
+
+
+@pytest.mark.anyio
+async def test_llamaindex_retriever_async_filters_on_metadata(casement_url: str, metadata_docs: MetadataDocs) -> None:
+    gardens, keys = metadata_docs.ids
+    retriever = CasementRetriever(
+        base_url=casement_url, min_revision=metadata_docs.min_revision,
+        metadata_filter={"team": metadata_docs.metadata[keys]["team"]},
+    )  # fmt: skip
+    hits = await retriever.aretrieve(metadata_docs.query)
+    assert hits and {h.node.metadata["doc_id"] for h in hits} == {keys}
+    assert hits[0].node.metadata["metadata"] == metadata_docs.metadata[keys]

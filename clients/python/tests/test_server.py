@@ -7,7 +7,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import pytest
-from conftest import API_KEY, GoldenCase, final_revisions, free_port, golden_cases, normalized
+from conftest import (
+    API_KEY,
+    GoldenCase,
+    MetadataDocs,
+    final_revisions,
+    free_port,
+    golden_cases,
+    normalized,
+)
 
 from casement_client import (
     AuthenticationError,
@@ -163,6 +171,64 @@ def test_bad_request_raises_invalid_request_with_the_servers_message(
     assert (error.status_code, error.code, error.message) == (422, "invalid_request", message)
     assert error.attempts == 1
     assert str(error) == f"422 invalid_request: {message}"
+
+
+def test_metadata_filter_keeps_only_the_matching_document_and_windows_carry_its_metadata(
+    client: Client, metadata_docs: MetadataDocs
+) -> None:
+    gardens, keys = metadata_docs.ids
+    # Unfiltered, both pages answer (they share their words).
+    both = client.search(metadata_docs.query, top_k=10, min_revision=metadata_docs.min_revision)
+    assert {gardens, keys} <= {w.doc_id for w in both.windows}
+
+    for doc_id in (gardens, keys):
+        team = metadata_docs.metadata[doc_id]["team"]
+        answer = client.search(metadata_docs.query, top_k=10, metadata={"team": team})
+        assert answer.windows and {w.doc_id for w in answer.windows} == {doc_id}
+        for window in answer.windows:
+            # Exactly what the event carried, its keys named as window fields included:
+            # those stay the window's own.
+            assert window.metadata == metadata_docs.metadata[doc_id]
+            assert "metadata" not in window.extra
+
+    top = client.search(metadata_docs.query, metadata={"team": metadata_docs.metadata[gardens]["team"]}).windows[0]
+    assert (top.doc_id, top.url) == (gardens, None)
+    # Any of an array's values; an integer against a stored array matches one element;
+    # every condition must hold.
+    teams = [metadata_docs.metadata[d]["team"] for d in (gardens, keys)]
+    assert {w.doc_id for w in client.search(metadata_docs.query, top_k=10, metadata={"team": teams}).windows} == {gardens, keys}
+    for tier, expected in ((3, {keys}), ((1, 2), {gardens, keys}), ([4, 5], set())):
+        answer = client.search(metadata_docs.query, top_k=10, metadata={"team": teams, "tier": tier})
+        assert {w.doc_id for w in answer.windows} == expected, tier
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"audience": "staff"}, "metadata.audience: not a filterable key; these are: team, tier"),
+        ({"team": "it", "doc_id": "x"}, "metadata.doc_id: not a filterable key; these are: team, tier"),
+    ],
+    ids=["undeclared-key", "one-undeclared-key"],
+)
+def test_metadata_filter_on_an_undeclared_key_raises_invalid_request_with_the_servers_message(
+    client: Client, metadata: dict[str, str], message: str
+) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        client.search("greenhouse", metadata=metadata)
+    error = raised.value
+    assert (error.status_code, error.code, error.message) == (422, "invalid_request", message)
+    assert error.attempts == 1
+
+
+def test_metadata_filter_on_a_server_without_indexed_keys_says_where_to_declare_them(
+    keyed_casement_url: str,
+) -> None:
+    with Client(keyed_casement_url, api_key=API_KEY) as keyed:
+        with pytest.raises(InvalidRequestError) as raised:
+            keyed.search("keys", metadata={"team": "it"})
+    assert raised.value.message == (
+        "metadata.team: no metadata key can be filtered on; the operator declares them in store.indexed_metadata"
+    )
 
 
 def test_rejected_event_raises_event_rejected_with_the_reason(client: Client) -> None:

@@ -99,8 +99,14 @@ export class CasementClient {
    * `limits.max_wait_ms`) until each document is indexed at least at that revision, else
    * throws a `CasementError` with status 409, `docId` and `indexedRevision`.
    *
+   * `metadata: {key: value}` keeps the documents whose change event's `metadata` has every
+   * value given (or one of an array's); its keys must be among the server's
+   * `store.indexed_metadata`, else a 422 `invalid_request` naming them. Each window
+   * carries its document's `metadata` (`{}` when none).
+   *
    * @example client.search("How do I reset my VPN token?", { top_k: 3 })
    * @example client.search({ query: "VPN token", min_revision: { "it/vpn": 42 } })
+   * @example client.search("VPN token", { metadata: { team: "it", tier: [1, 2] } })
    */
   search(request: SearchRequest, options?: CallOptions): Promise<SearchResponse>;
   search(query: string, params?: SearchParams, options?: CallOptions): Promise<SearchResponse>;

@@ -14,7 +14,7 @@ type GetDocument = paths["/v1/documents/{doc_id}"]["get"];
 type PostEvent = paths["/v1/events"]["post"];
 
 /** `POST /v1/search` request: `query` and the optional `top_k`, `tenant`, `doc_ids`,
- * `rerank`, `window_radius`, `min_revision`, `token_budget`, `timings`. */
+ * `rerank`, `window_radius`, `min_revision`, `token_budget`, `timings`, `metadata`. */
 export type SearchRequest = JsonBody<NonNullable<Search["requestBody"]>>;
 /** Everything of a search but the query. */
 export type SearchParams = Omit<SearchRequest, "query">;
@@ -28,6 +28,10 @@ export type Match = Window["matches"][number];
 export type Scores = Window["scores"];
 /** Read-your-writes: `{doc_id: revision}` the search waits for (`SearchRequest.min_revision`). */
 export type MinRevision = NonNullable<SearchRequest["min_revision"]>;
+/** `{key: value}` conditions on the documents' event metadata, all required: a string,
+ * integer or boolean, or an array of strings or of integers (any of them). Keys must be
+ * among the server's `store.indexed_metadata`, else a 422 (`SearchRequest.metadata`). */
+export type MetadataFilter = NonNullable<SearchRequest["metadata"]>;
 
 /** `GET /v1/documents/{doc_id}` answer: indexed revision, tombstone, sections. */
 export type DocumentInfo = JsonBody<GetDocument["responses"][200]>;

@@ -144,6 +144,61 @@ test("read your writes: postEvent a native upsert, then search with min_revision
   assert.equal(repeat.indexed_revision, 2);
 });
 
+test("a metadata filter keeps only the document posted with that metadata; its windows carry it", async () => {
+  const run = randomUUID().slice(0, 8);
+  const pages: [string, string, Record<string, unknown>][] = [
+    [
+      `clients-typescript/greenhouse-${run}`,
+      "The pelican gardener waters the rooftop greenhouse every Tuesday morning. Seedlings wait in the cold frame until May.",
+      { team: `gardens-${run}`, tier: 1, labels: ["plants", "roof"], doc_id: "not-the-doc-id" },
+    ],
+    [
+      `clients-typescript/greenhouse-keys-${run}`,
+      "The pelican gardener keeps the rooftop greenhouse keys at the security desk. Sign them out every Tuesday morning.",
+      { team: `security-${run}`, tier: [2, 3] },
+    ],
+  ];
+  for (const [docId, text, metadata] of pages) {
+    const event: EventRequest = { type: "upsert", doc_id: docId, revision: 1, format: "text", content: text, metadata };
+    const sent = await client.postEvent(event);
+    assert.ok(sent.status === "applied" || sent.status === "accepted", JSON.stringify(sent));
+  }
+  const [[gardens, , gardensMetadata], [keys, , keysMetadata]] = pages as [typeof pages[0], typeof pages[0]];
+  const query = "When does the pelican gardener water the rooftop greenhouse?";
+  const docs = (answer: SearchResponse) => new Set(answer.windows.map((w) => w.doc_id));
+
+  // Unfiltered, both answer (they share their words).
+  const both = await client.search(query, { top_k: 10, min_revision: { [gardens]: 1, [keys]: 1 } });
+  assert.ok(docs(both).has(gardens) && docs(both).has(keys), JSON.stringify([...docs(both)]));
+
+  for (const [docId, , metadata] of pages) {
+    const answer = await client.search(query, { top_k: 10, metadata: { team: metadata["team"] as string } });
+    assert.deepEqual(docs(answer), new Set([docId]));
+    for (const window of answer.windows) assert.deepEqual(window.metadata, metadata);
+  }
+  // Any of an array's values; an integer matches one element of a stored array; all keys must hold.
+  const teams = [gardensMetadata["team"] as string, keysMetadata["team"] as string];
+  assert.deepEqual(docs(await client.search({ query, top_k: 10, metadata: { team: teams } })), new Set([gardens, keys]));
+  assert.deepEqual(docs(await client.search({ query, top_k: 10, metadata: { team: teams, tier: 3 } })), new Set([keys]));
+  assert.deepEqual(docs(await client.search({ query, top_k: 10, metadata: { team: teams, tier: [4, 5] } })), new Set());
+  // The event's doc_id key is the metadata's, not the window's.
+  const top = (await client.search(query, { metadata: { team: teams[0]! } })).windows[0];
+  assert.equal(top?.doc_id, gardens);
+});
+
+test("a metadata filter on an undeclared key is a 422 CasementError with the server's message", async () => {
+  const message = "metadata.audience: not a filterable key; these are: team, tier";
+  await assert.rejects(client.search("greenhouse", { metadata: { audience: "staff" } }), (error: unknown) => {
+    assert.ok(error instanceof CasementError);
+    assert.equal(error.status, 422);
+    assert.equal(error.code, "invalid_request");
+    assert.equal(error.serverMessage, message);
+    assert.equal(error.message, `422 invalid_request: ${message}`);
+    assert.equal(error.attempts, 1);
+    return true;
+  });
+});
+
 describe("a 4xx throws a CasementError with the server's status, code and message, not retried", () => {
   const cases: [string, SearchRequest, string][] = [
     ["top_k 0", { query: "leave", top_k: 0 }, "top_k = 0 must be between 1 and 50"],

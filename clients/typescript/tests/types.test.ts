@@ -14,6 +14,7 @@ import {
   type ErrorCode,
   type EventAnswer,
   type Match,
+  type MetadataFilter,
   type SearchRequest,
   type SearchResponse,
   type Window,
@@ -41,6 +42,10 @@ export async function typedUse(client: CasementClient): Promise<void> {
     const rerank: number | null = window.scores.rerank;
     void [range, url, rerank];
   }
+  const filtered = await client.search("vpn", { metadata: { team: "it", tier: [1, 2], public: true, labels: ["a"] } });
+  const metadata: Record<string, unknown> | undefined = filtered.windows[0]?.metadata;
+  const filter: MetadataFilter = { team: ["it", "ops"] };
+  void [metadata, filter];
   const code: ErrorCode = "revision_not_indexed";
   void code;
 
@@ -50,6 +55,10 @@ export async function typedUse(client: CasementClient): Promise<void> {
   await client.search("vpn", { topK: 3 });
   // @ts-expect-error: min_revision maps document ids to revision numbers
   await client.search({ query: "vpn", min_revision: { "it/vpn": "42" } });
+  // @ts-expect-error: a metadata condition is a string, number, boolean or an array of strings or of numbers
+  await client.search("vpn", { metadata: { team: { name: "it" } } });
+  // @ts-expect-error: the metadata filter is an object of conditions
+  await client.search("vpn", { metadata: ["team"] });
   // @ts-expect-error: the query is a string
   await client.search({ query: 42 });
   // @ts-expect-error: no such field on a window

@@ -13,7 +13,7 @@ import anyio  # httpx's own dependency: sleeps under asyncio and trio alike
 import httpx
 
 from ._errors import CasementConnectionError, CasementError, CasementTimeoutError, error_from_response
-from ._models import DocumentInfo, Event, EventResult, SearchRequest, SearchResponse
+from ._models import DocumentInfo, Event, EventResult, MetadataFilter, SearchRequest, SearchResponse
 from ._retry import RETRY_EXCEPTIONS, RETRY_STATUSES, RetryPolicy, parse_retry_after
 from ._version import __version__
 
@@ -61,6 +61,7 @@ class _ClientBase:
         min_revision: Optional[Mapping[str, int]],
         token_budget: Optional[int],
         timings: bool,
+        metadata: Optional[MetadataFilter],
     ) -> SearchRequest:
         if isinstance(doc_ids, str):
             raise TypeError("doc_ids is a list of document ids, not one string")
@@ -74,6 +75,7 @@ class _ClientBase:
             min_revision=min_revision,
             token_budget=token_budget,
             timings=timings,
+            metadata=metadata,
         )
 
     @staticmethod
@@ -173,16 +175,23 @@ class Client(_ClientBase):
         min_revision: Optional[Mapping[str, int]] = None,
         token_budget: Optional[int] = None,
         *,
+        metadata: Optional[MetadataFilter] = None,
         timings: bool = False,
     ) -> SearchResponse:
         """``POST /v1/search``: the windows that answer ``query``, best first.
 
         ``min_revision={doc_id: revision}`` reads your writes: the server waits until each
         document is indexed at least at that revision, else raises
-        :class:`RevisionNotIndexedError`."""
+        :class:`RevisionNotIndexedError`.
+
+        ``metadata={"team": "it", "tier": [1, 2]}`` keeps the documents whose event
+        ``metadata`` has every value given (or one of a list's). Its keys must be among the
+        server's ``store.indexed_metadata``; another raises :class:`InvalidRequestError`
+        (422) naming the allowed ones."""
         request = self._search_request(
-            query, top_k, tenant, doc_ids, rerank, window_radius, min_revision, token_budget, timings
-        )
+            query, top_k, tenant, doc_ids, rerank, window_radius, min_revision, token_budget,
+            timings, metadata,
+        )  # fmt: skip
         return self.search_request(request)
 
     def search_request(self, request: SearchRequest) -> SearchResponse:
@@ -277,12 +286,14 @@ class AsyncClient(_ClientBase):
         min_revision: Optional[Mapping[str, int]] = None,
         token_budget: Optional[int] = None,
         *,
+        metadata: Optional[MetadataFilter] = None,
         timings: bool = False,
     ) -> SearchResponse:
         """See :meth:`Client.search`."""
         request = self._search_request(
-            query, top_k, tenant, doc_ids, rerank, window_radius, min_revision, token_budget, timings
-        )
+            query, top_k, tenant, doc_ids, rerank, window_radius, min_revision, token_budget,
+            timings, metadata,
+        )  # fmt: skip
         return await self.search_request(request)
 
     async def search_request(self, request: SearchRequest) -> SearchResponse:

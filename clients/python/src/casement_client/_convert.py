@@ -15,8 +15,19 @@ def window_metadata(window: Window) -> dict[str, Any]:
     """``doc_id``, ``title``, ``url``, ``tenant``, ``section_path``, ``revision``, the
     window's character range (``char_start``, ``char_end``), ``score`` (the rank score),
     ``fused_score``, ``rerank_score``, ``matches`` (the matched sentences with their
-    ranges), ``tokens``, ``citation``, ``source`` (the url, else the doc id), and every
-    field the server sent that this client does not know (e.g. ``metadata``)."""
+    ranges), ``tokens``, ``citation``, ``source`` (the url, else the doc id), ``metadata``
+    (the document's event metadata, ``{}`` when none), and every field the server sent
+    that this client does not know.
+
+    The event metadata stays one object under ``"metadata"`` (``["metadata"]["team"]``),
+    not merged into the top level: its keys are the CMS's, free-form, and merged they could
+    shadow Casement's own (``doc_id``, ``url``, ``source``, ``score``, ...) that citations
+    and LangChain/LlamaIndex tooling read; a prefix would rename every key users know from
+    their events. Nested, it reads as the event wrote it and as the search filter takes it.
+    LangChain's ``Document.metadata`` is any JSON-like dict; LlamaIndex wants flat metadata
+    only to write nodes to a vector store, which retrieved windows are not for
+    (``matches``, ``section_path`` are not flat either), and its retriever keeps this out
+    of the LLM's and the embedder's text."""
     metadata: dict[str, Any] = {
         "doc_id": window.doc_id,
         "title": window.title,
@@ -41,6 +52,7 @@ def window_metadata(window: Window) -> dict[str, Any]:
         "tokens": window.tokens,
         "citation": window.citation,
         "source": window.url or window.doc_id,
+        "metadata": dict(window.metadata),
     }
     for key, value in window.extra.items():
         metadata.setdefault(key, value)

@@ -2,26 +2,41 @@
 
 Mirrors ``services/query/src/api.rs`` (searches, documents, errors) and the all-in-one's
 ``POST /v1/events`` answers. Every answer type keeps the fields it does not know in
-``extra``, so a newer server's additions (for example ``metadata`` on windows) reach the
-caller instead of being dropped.
+``extra``, so a newer server's additions reach the caller instead of being dropped.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Optional, TypedDict, Union
+from typing import Any, Literal, Mapping, Optional, Sequence, TypedDict, Union
 
 JsonObject = Mapping[str, Any]
+
+#: One condition of a search's ``metadata`` filter: a string, integer or boolean, or a
+#: non-empty list (at most 100) of strings or of integers, any of which matches.
+MetadataValue = Union[str, int, bool, Sequence[str], Sequence[int]]
+#: ``SearchRequest.metadata``: ``{key: value}``, every condition required. Keys must be
+#: among the server's ``store.indexed_metadata`` (else :class:`InvalidRequestError`, 422).
+MetadataFilter = Mapping[str, MetadataValue]
 
 
 def _extra(data: JsonObject, known: frozenset[str]) -> dict[str, Any]:
     return {key: value for key, value in data.items() if key not in known}
 
 
+def _metadata_json(metadata: MetadataFilter) -> dict[str, Any]:
+    # Tuples and other sequences go as JSON arrays; what the server does not take (a float,
+    # an empty or mixed list, ...) is left for its 422, which names the key.
+    return {
+        key: list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+        for key, value in metadata.items()
+    }
+
+
 @dataclass(frozen=True)
 class SearchRequest:
-    """``POST /v1/search``. ``None`` (and an empty ``doc_ids``/``min_revision``) leaves the
-    field out, so the server's configured default applies."""
+    """``POST /v1/search``. ``None`` (and an empty ``doc_ids``/``min_revision``/``metadata``)
+    leaves the field out, so the server's configured default applies."""
 
     query: str
     top_k: Optional[int] = None
@@ -36,6 +51,11 @@ class SearchRequest:
     token_budget: Optional[int] = None
     #: Per-stage timings in the answer (``SearchResponse.timings_ms``).
     timings: bool = False
+    #: Only documents whose event ``metadata`` has, for every key, the value given (or one
+    #: of a list's; a document whose value is a list matches when one element does):
+    #: ``{"team": "it", "tier": [1, 2]}``. Keys must be among the server's
+    #: ``store.indexed_metadata``; another raises :class:`InvalidRequestError` (422).
+    metadata: Optional[MetadataFilter] = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"query": self.query}
@@ -49,6 +69,8 @@ class SearchRequest:
             body["min_revision"] = dict(self.min_revision)
         if self.timings:
             body["timings"] = True
+        if self.metadata:
+            body["metadata"] = _metadata_json(self.metadata)
         return body
 
 
@@ -116,16 +138,20 @@ class Window:
     tokens: int
     #: Fields this client does not know yet (a newer server's), as the server sent them.
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The document's metadata, as its change event gave it (``{}`` when it had none, or
+    #: from a server older than metadata).
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     _KNOWN = frozenset(
         {
             "doc_id", "title", "url", "tenant", "section_path", "revision", "text",
-            "char_start", "char_end", "matches", "scores", "tokens",
+            "char_start", "char_end", "matches", "scores", "tokens", "metadata",
         }
     )  # fmt: skip
 
     @classmethod
     def from_json(cls, data: JsonObject) -> Window:
+        metadata = data.get("metadata")
         return cls(
             doc_id=data["doc_id"],
             title=data.get("title", ""),
@@ -140,18 +166,13 @@ class Window:
             scores=Scores.from_json(data.get("scores", {"fused": 0.0})),
             tokens=data.get("tokens", 0),
             extra=_extra(data, cls._KNOWN),
+            metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
         )
 
     @property
     def score(self) -> float:
         """The score the window was ordered by: the reranker's when it ran, else fused."""
         return self.scores.rerank if self.scores.rerank is not None else self.scores.fused
-
-    @property
-    def metadata(self) -> Optional[Mapping[str, Any]]:
-        """The document's event ``metadata``, once the server returns it (else ``None``)."""
-        value = self.extra.get("metadata")
-        return value if isinstance(value, Mapping) else None
 
     @property
     def citation(self) -> str:
@@ -303,7 +324,9 @@ class NativeEvent(_NativeEventKeys, total=False):
     content: str
     tenant: str
     url: str
-    #: Free-form; carried, not indexed.
+    #: Free-form JSON object, returned on every window of the document (``Window.metadata``);
+    #: searches filter on the keys the server lists in ``store.indexed_metadata``. A
+    #: revision that changes only the metadata rewrites payloads without re-embedding.
     metadata: Mapping[str, Any]
     #: RFC 3339 time of the change at the source.
     event_time: str

@@ -7,9 +7,12 @@
 
 Each window is one ``Document``: ``page_content`` is the window text, ``metadata`` the
 fields of :func:`casement_client._convert.window_metadata` (``doc_id``, ``title``, ``url``,
-``score``, ``char_start``/``char_end``, ``matches``, ``citation``, ...). Search
-parameters given to ``invoke`` (``retriever.invoke(q, min_revision={...})``) override the
-retriever's for that call.
+``score``, ``char_start``/``char_end``, ``matches``, ``citation``, ..., and the document's
+event metadata as one object under ``"metadata"``). Search parameters given to ``invoke``
+(``retriever.invoke(q, min_revision={...})``) override the retriever's for that call.
+
+The search's metadata filter is ``metadata_filter`` (``SearchRequest.metadata``): a
+LangChain retriever's own ``metadata`` field is the tracing metadata given to callbacks.
 """
 
 from __future__ import annotations
@@ -26,13 +29,16 @@ from pydantic import ConfigDict, Field, model_validator
 
 from ._client import AsyncClient, Client
 from ._convert import window_id, window_metadata
-from ._models import SearchRequest, SearchResponse
+from ._models import MetadataValue, SearchRequest, SearchResponse
 
 __all__ = ["CasementRetriever"]
 
-_SEARCH_FIELDS = (
-    "top_k", "tenant", "doc_ids", "rerank", "window_radius", "min_revision", "token_budget",
-)  # fmt: skip
+#: The retriever's search fields (also ``invoke`` keywords) and their ``SearchRequest`` names.
+_SEARCH_FIELDS = {
+    "top_k": "top_k", "tenant": "tenant", "doc_ids": "doc_ids", "rerank": "rerank",
+    "window_radius": "window_radius", "min_revision": "min_revision",
+    "token_budget": "token_budget", "metadata_filter": "metadata",
+}  # fmt: skip
 
 
 class CasementRetriever(BaseRetriever):
@@ -56,6 +62,9 @@ class CasementRetriever(BaseRetriever):
     window_radius: Optional[int] = None
     min_revision: Optional[dict[str, int]] = None
     token_budget: Optional[int] = None
+    #: Only documents whose event metadata has these values (``SearchRequest.metadata``):
+    #: ``{"team": "it"}``; keys among the server's ``store.indexed_metadata``.
+    metadata_filter: Optional[dict[str, MetadataValue]] = None
 
     @model_validator(mode="after")
     def _make_client(self) -> CasementRetriever:
@@ -67,7 +76,9 @@ class CasementRetriever(BaseRetriever):
         unknown = set(overrides) - set(_SEARCH_FIELDS)
         if unknown:
             raise TypeError(f"unknown search parameters: {sorted(unknown)}")
-        fields = {name: overrides.get(name, getattr(self, name)) for name in _SEARCH_FIELDS}
+        fields = {
+            wire: overrides.get(name, getattr(self, name)) for name, wire in _SEARCH_FIELDS.items()
+        }
         return SearchRequest(query=query, **fields)
 
     @staticmethod

@@ -8,8 +8,10 @@
 Each window is a ``NodeWithScore`` holding a ``TextNode``: the window text, its character
 range in the document (``start_char_idx``/``end_char_idx``), the document as its
 ``SOURCE`` relationship, and the metadata of
-:func:`casement_client._convert.window_metadata`; only ``title``, ``section_path`` and
-``url`` are shown to the LLM with the text.
+:func:`casement_client._convert.window_metadata` (the document's event metadata as one
+object under ``"metadata"``); only ``title``, ``section_path`` and ``url`` are shown to the
+LLM with the text. ``metadata_filter={"team": "it"}`` restricts the search to documents
+with that event metadata (``SearchRequest.metadata``; named as the LangChain retriever's).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from llama_index.core.schema import (
 
 from ._client import AsyncClient, Client
 from ._convert import LLM_METADATA_KEYS, window_id, window_metadata
-from ._models import SearchRequest, SearchResponse, Window
+from ._models import MetadataFilter, SearchRequest, SearchResponse, Window
 
 __all__ = ["CasementRetriever"]
 
@@ -55,6 +57,7 @@ class CasementRetriever(BaseRetriever):
         window_radius: Optional[int] = None,
         min_revision: Optional[Mapping[str, int]] = None,
         token_budget: Optional[int] = None,
+        metadata_filter: Optional[MetadataFilter] = None,
         callback_manager: Optional[CallbackManager] = None,
         verbose: bool = False,
     ) -> None:
@@ -68,6 +71,7 @@ class CasementRetriever(BaseRetriever):
         self.window_radius = window_radius
         self.min_revision = dict(min_revision) if min_revision is not None else None
         self.token_budget = token_budget
+        self.metadata_filter = dict(metadata_filter) if metadata_filter is not None else None
 
     def _request(self, query_bundle: QueryBundle) -> SearchRequest:
         return SearchRequest(
@@ -79,6 +83,7 @@ class CasementRetriever(BaseRetriever):
             window_radius=self.window_radius,
             min_revision=self.min_revision,
             token_budget=self.token_budget,
+            metadata=self.metadata_filter,
         )
 
     @staticmethod
