@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query soak-restart fmt
+.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query fuzz soak-restart fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -123,6 +123,12 @@ train-ranker: models
 	EVAL_TRAIN=1 EVAL_REUSE=1 $(CARGO) bench --locked -p casement --bench eval
 
 ## A longer schemathesis run than the test suite's (1,000 examples per operation).
+## Coverage-guided fuzzing (cargo-fuzz, nightly; not part of `make test`): the extractors
+## and segmenter, the event decoders, the differ, FUZZ_SECONDS (600) each. A crash is kept
+## in fuzz/regressions/<target>/, which `make test` replays (shared/events/tests/fuzz_regressions.rs).
+fuzz:
+	fuzz/run.sh
+
 fuzz-query: models tools
 	SCHEMATHESIS_MAX_EXAMPLES=1000 $(CARGO) test --locked -p casement-query --test fuzz -- --nocapture
 

@@ -164,7 +164,7 @@ check "yamllint: every YAML file of deploy/" \
   "$VENV/yamllint" --strict -c deploy/check/yamllint.yml "${YAML_FILES[@]}"
 check "shellcheck: check.sh, dist.sh, docker/healthcheck.sh, the clients' run-tests.sh" \
   "$VENV/shellcheck" deploy/check.sh deploy/dist.sh deploy/docker/healthcheck.sh \
-  clients/python/run-tests.sh clients/typescript/run-tests.sh
+  clients/python/run-tests.sh clients/typescript/run-tests.sh fuzz/run.sh
 
 # Prometheus
 check "promtool check rules: prometheus/alerts.yml" \

@@ -5,6 +5,8 @@
 //! store, the processor over them, and the rebuild a stream must end equal to.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 pub mod metrics_doc;
 
 use std::path::PathBuf;

@@ -1,0 +1,4 @@
+//! See `casement_testkit::fuzz::decode_event` for what is checked.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| casement_testkit::fuzz::decode_event(data));
