@@ -46,6 +46,10 @@ enum Command {
     },
     /// Load and validate the configuration, print it as TOML, and exit.
     CheckConfig,
+    /// Give back the disk of the embedded index's write-ahead log while no service has it
+    /// open (a running one compacts by itself past `store.edge.compact_wal_bytes`, and at
+    /// every start); print the sizes before and after.
+    Compact,
     /// Run a golden set (JSONL: query, doc_id, optional text, tenant, id) against a running
     /// service over HTTP; print recall@k, MRR@k and each failing query with what came back
     /// first. Exit code 0: every case passed; 1: some failed; 2: could not run.
@@ -133,6 +137,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             casement_service::runtime()?.block_on(casement::backfill::backfill(config, paths))
         }
         Command::Eval { .. } => unreachable!("handled in main"),
+        Command::Compact => {
+            let store = config.store();
+            if store.backend != casement_store::Backend::Edge {
+                anyhow::bail!(
+                    "store.backend = \"server\": a Qdrant server manages its own write-ahead log; compact concerns the embedded store"
+                );
+            }
+            let (before, after) = casement_store::EdgeStore::compact_closed(&store.edge.path)?;
+            let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+            println!(
+                "compact: {}: write-ahead log {:.1} MiB -> {:.1} MiB ({:.1} MiB reclaimed); segments {:.1} MiB",
+                store.edge.path.display(),
+                mib(before.wal),
+                mib(after.wal),
+                mib(before.wal.saturating_sub(after.wal)),
+                mib(after.segments)
+            );
+            Ok(())
+        }
         Command::CheckConfig => {
             print!(
                 "{}",

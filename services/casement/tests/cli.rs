@@ -17,7 +17,7 @@ fn help_lists_the_commands() {
     let output = casement().arg("--help").output().expect("runs");
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
-    for command in ["run", "backfill", "check-config", "eval"] {
+    for command in ["run", "backfill", "check-config", "eval", "compact"] {
         assert!(help.contains(command), "{help}");
     }
 }
@@ -125,7 +125,9 @@ fn backfill_indexes_and_summarises() {
     std::fs::write(docs.join("ignored.png"), [0u8, 1, 2]).unwrap();
     let log = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../sample/18f-handbook/revisions.jsonl");
+    // Small log segments, so that the backfill leaves some for `compact` below.
     let output = casement()
+        .env("CASEMENT__STORE__EDGE__WAL_SEGMENT_BYTES", "65536")
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .arg("backfill")
@@ -147,6 +149,30 @@ fn backfill_indexes_and_summarises() {
         .and_then(|rest| rest.split(' ').next())
         .and_then(|n| n.parse().ok())
         .expect("sentence count in the summary");
+    // `compact` gives the log's disk back; a second one has nothing left to do.
+    let compact = || {
+        let output = casement()
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("compact")
+            .output()
+            .expect("runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let reclaimed: f64 = stdout
+            .split(" MiB reclaimed")
+            .next()
+            .and_then(|s| s.rsplit('(').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no reclaimed figure: {stdout}"));
+        reclaimed
+    };
+    assert!(compact() > 0.0);
+    assert_eq!(compact(), 0.0);
     let mut store_config = casement_store::StoreConfig::default();
     store_config.edge.path = dir.path().join("data/index");
     let stats = tokio::runtime::Runtime::new().unwrap().block_on(async {

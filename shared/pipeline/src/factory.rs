@@ -74,7 +74,18 @@ pub fn spawn_store_probe<S: Store + 'static>(store: S, metrics: &Metrics) -> Sto
         metrics.documents.clone(),
         metrics.disk.clone(),
     );
+    let (compactions, reclaimed, duration) = (
+        metrics.compactions.clone(),
+        metrics.compaction_reclaimed.clone(),
+        metrics.compaction_duration.clone(),
+    );
     StoreProbe::spawn(store, move |stats| {
+        if let Some(done) = stats.compaction {
+            // The store counts since it opened; the counters follow it.
+            compactions.inc_by(done.runs.saturating_sub(compactions.get()));
+            reclaimed.inc_by(done.reclaimed_bytes.saturating_sub(reclaimed.get()));
+            duration.set(done.last_duration.as_secs_f64());
+        }
         points.set(stats.points as i64);
         documents.set(stats.documents as i64);
         if let Some(usage) = stats.disk {

@@ -35,6 +35,9 @@ pub struct Metrics {
     pub points: IntGauge,
     pub documents: IntGauge,
     pub disk: IntGaugeVec,
+    pub compactions: IntCounter,
+    pub compaction_reclaimed: IntCounter,
+    pub compaction_duration: Gauge,
 }
 
 const LATENCY: [f64; 14] = [
@@ -222,6 +225,18 @@ impl Metrics {
                 "Bytes on disk of the embedded index, by part.",
                 "part",
                 &["segments", "wal"],
+            ),
+            compactions: r.add(IntCounter::new(
+                "casement_index_compactions_total",
+                "Compactions of the embedded index's write-ahead log (at open included).",
+            )),
+            compaction_reclaimed: r.add(IntCounter::new(
+                "casement_index_compaction_reclaimed_bytes_total",
+                "Bytes of write-ahead log given back by compactions.",
+            )),
+            compaction_duration: r.seconds(
+                "casement_index_last_compaction_duration_seconds",
+                "How long the last compaction held writes (and searches, for the reopen).",
             ),
             registry,
         }

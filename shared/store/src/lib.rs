@@ -30,7 +30,9 @@ use uuid::Uuid;
 
 pub use any::AnyStore;
 pub use bm25::{Bm25, SparseVector};
-pub use config::{Backend, Bm25Settings, EdgeSettings, ServerSettings, StoreConfig};
+pub use config::{
+    Backend, Bm25Settings, EdgeSettings, MAX_INDEXED_METADATA, ServerSettings, StoreConfig,
+};
 pub use edge::EdgeStore;
 pub use error::{Error, Result};
 pub use probe::StoreProbe;
@@ -138,6 +140,26 @@ pub struct StoreStats {
     /// Bytes on disk, where the backend knows it (Edge: its data directory; a Qdrant
     /// server's are the server's own).
     pub disk: Option<DiskUsage>,
+    /// Compactions of an embedded store's write-ahead log since it was opened (the one at
+    /// open included); `None` for a Qdrant server.
+    pub compaction: Option<CompactionStats>,
+}
+
+/// What compacting the embedded store's write-ahead log has done in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompactionStats {
+    pub runs: u64,
+    pub reclaimed_bytes: u64,
+    /// Of the last run: how long writes waited (and searches, for the reopen).
+    pub last_duration: std::time::Duration,
+}
+
+impl CompactionStats {
+    pub(crate) fn record(&mut self, reclaimed: u64, took: std::time::Duration) {
+        self.runs += 1;
+        self.reclaimed_bytes += reclaimed;
+        self.last_duration = took;
+    }
 }
 
 /// Bytes allocated on disk by an embedded store, by part.

@@ -13,7 +13,8 @@ mod write;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
 
 use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use qdrant_edge::{
@@ -27,7 +28,7 @@ use crate::bm25::Bm25;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
 use crate::schema::{DENSE_VECTOR, FieldType, SPARSE_VECTOR, indexed_fields};
-use crate::{Applied, Hit, HybridQuery, Store, StoreStats};
+use crate::{Applied, CompactionStats, DiskUsage, Hit, HybridQuery, Store, StoreStats};
 
 /// The embedded store. Cheap to clone; clones share one engine.
 #[derive(Debug, Clone)]
@@ -37,7 +38,9 @@ pub struct EdgeStore {
 
 #[derive(Debug)]
 struct Inner {
-    shard: EdgeShard,
+    /// The engine; `None` only while a compaction reopens it (under `writes` and
+    /// `building`, so no write or build sees it) or if reopening failed.
+    shard: RwLock<Option<EdgeShard>>,
     writes: Mutex<()>,
     /// Held while the index is built: one build at a time.
     building: Mutex<()>,
@@ -52,6 +55,12 @@ struct Inner {
     sync_writes: bool,
     /// Bulk loading: no index build until it is turned off.
     bulk: AtomicBool,
+    /// Compact when the write-ahead log is over this many bytes and over the segments' size
+    /// (`store.edge.compact_wal_bytes`; 0: only at open and on request).
+    compact_wal_bytes: u64,
+    compaction: Mutex<CompactionStats>,
+    /// When the write-ahead log's size was last checked (`compact_if_due`).
+    wal_checked: Mutex<Instant>,
     path: PathBuf,
     /// An exclusive lock on `casement.lock` in the data directory, held while the store is
     /// open: two processes on one Edge directory would corrupt it.
@@ -98,12 +107,19 @@ impl EdgeStore {
         std::fs::create_dir_all(&path).map_err(|e| open_error(e.to_string()))?;
         let lock = lock_directory(&path).map_err(open_error)?;
         let existing = path.join("edge_config.json").exists();
+        // Qdrant Edge 0.7.2 never replays or truncates its write-ahead log: what it holds
+        // before the newest closed segment is never read again. Dropped here, while no
+        // engine has it open (see `truncate_wal`).
+        let started = Instant::now();
+        let reclaimed = truncate_wal(&path)
+            .map_err(|e| open_error(format!("truncating the write-ahead log: {e}")))?;
         let shard = if existing {
             let shard = EdgeShard::load(&path, None).map_err(|e| open_error(e.to_string()))?;
             check_schema(&shard, &path, dimension)?;
             shard
         } else {
-            EdgeShard::new(&path, edge_config(dimension)).map_err(|e| open_error(e.to_string()))?
+            EdgeShard::new(&path, edge_config(dimension, config.edge.wal_segment_bytes))
+                .map_err(|e| open_error(e.to_string()))?
         };
         let info = shard.info();
         for (field, kind) in indexed_fields(&config.indexed_metadata) {
@@ -125,9 +141,13 @@ impl EdgeStore {
                 .map_err(|e| open_error(format!("creating the payload index on {field}: {e}")))?;
         }
         let unindexed = info.points_count.saturating_sub(info.indexed_vectors_count);
+        let mut compaction = CompactionStats::default();
+        if reclaimed > 0 {
+            compaction.record(reclaimed, started.elapsed());
+        }
         let store = Self {
             inner: Arc::new(Inner {
-                shard,
+                shard: RwLock::new(Some(shard)),
                 writes: Mutex::new(()),
                 building: Mutex::new(()),
                 optimizing: AtomicBool::new(false),
@@ -138,6 +158,9 @@ impl EdgeStore {
                 index_after_points: config.edge.index_after_points,
                 sync_writes: config.edge.sync_writes,
                 bulk: AtomicBool::new(false),
+                compact_wal_bytes: config.edge.compact_wal_bytes,
+                compaction: Mutex::new(compaction),
+                wal_checked: Mutex::new(Instant::now()),
                 path,
                 _lock: lock,
             }),
@@ -148,6 +171,26 @@ impl EdgeStore {
 
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// Compacts the write-ahead log of the store at `path` while no process has it open
+    /// (its lock is taken, so a running service makes this fail with the reason: it
+    /// compacts by itself). Returns the bytes on disk before and after.
+    pub fn compact_closed(path: &Path) -> Result<(DiskUsage, DiskUsage)> {
+        let open_error = |message: String| Error::Open {
+            path: path.to_owned(),
+            message,
+        };
+        if !path.join("edge_config.json").exists() {
+            return Err(open_error(
+                "no embedded store here (no edge_config.json)".into(),
+            ));
+        }
+        let _lock = lock_directory(path).map_err(open_error)?;
+        let before = read::disk_usage_of(path);
+        truncate_wal(path)
+            .map_err(|e| open_error(format!("truncating the write-ahead log: {e}")))?;
+        Ok((before, read::disk_usage_of(path)))
     }
 
     /// Builds the vector index and merges segments now, after any build already running,
@@ -174,6 +217,151 @@ impl EdgeStore {
         let inner = self.inner.clone();
         blocking(move || inner.flush()).await
     }
+
+    /// Gives back the disk of the write-ahead log: waits for an index build to end and
+    /// for the writes in progress, flushes, closes the engine, drops every closed log
+    /// segment but the newest and opens it again. Searches wait for the reopen (no error,
+    /// no missing point); a kill at any moment leaves a store that opens whole (the log is
+    /// never replayed, and the segments were flushed). Returns the bytes reclaimed.
+    pub async fn compact(&self) -> Result<u64> {
+        let inner = self.inner.clone();
+        blocking(move || inner.compact()).await
+    }
+}
+
+/// Reads through the engine while it is open ([`Inner::shard`]).
+pub(super) struct Shard<'a>(RwLockReadGuard<'a, Option<EdgeShard>>);
+
+impl std::ops::Deref for Shard<'_> {
+    type Target = EdgeShard;
+
+    fn deref(&self) -> &EdgeShard {
+        match self.0.as_ref() {
+            Some(shard) => shard,
+            None => unreachable!("Inner::shard returns a Shard only when the engine is open"),
+        }
+    }
+}
+
+impl Inner {
+    /// The engine, or an error if a compaction could not open it again.
+    pub(super) fn shard(&self) -> Result<Shard<'_>> {
+        let guard = self.shard.read().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            return Err(Error::Unavailable(format!(
+                "the embedded store at {} could not be opened again after a compaction; restart the process",
+                self.path.display()
+            )));
+        }
+        Ok(Shard(guard))
+    }
+
+    /// Flushes the engine if it is open; the caller holds `writes`.
+    pub(super) fn flush_shard(&self) {
+        if let Some(shard) = self
+            .shard
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            shard.flush();
+        }
+    }
+
+    fn compact(&self) -> Result<u64> {
+        let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
+        let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        let started = Instant::now();
+        let mut slot = self.shard.write().unwrap_or_else(|e| e.into_inner());
+        // Dropping the engine flushes it and releases its files.
+        drop(slot.take());
+        let truncated = truncate_wal(&self.path).map_err(|e| Error::Open {
+            path: self.path.clone(),
+            message: format!("truncating the write-ahead log: {e}"),
+        });
+        let reopened = EdgeShard::load(&self.path, None).map_err(|e| Error::Open {
+            path: self.path.clone(),
+            message: format!("reopening after a compaction: {e}"),
+        })?;
+        *slot = Some(reopened);
+        drop(slot);
+        let reclaimed = truncated?;
+        self.compaction
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(reclaimed, started.elapsed());
+        Ok(reclaimed)
+    }
+
+    /// Compacts in the background when the write-ahead log has outgrown
+    /// `compact_wal_bytes` and the segments; checked at most every 10 s.
+    pub(super) fn compact_if_due(self: &Arc<Self>) {
+        if self.compact_wal_bytes == 0 {
+            return;
+        }
+        {
+            let mut checked = self.wal_checked.lock().unwrap_or_else(|e| e.into_inner());
+            if checked.elapsed() < Duration::from_secs(10) {
+                return;
+            }
+            *checked = Instant::now();
+        }
+        let usage = read::disk_usage_of(&self.path);
+        if usage.wal > self.compact_wal_bytes && usage.wal > usage.segments {
+            let inner = self.clone();
+            std::thread::spawn(move || {
+                if let Err(error) = inner.compact() {
+                    eprintln!("casement-store: compacting the write-ahead log failed: {error}");
+                }
+            });
+        }
+    }
+
+    pub(super) fn compaction_stats(&self) -> CompactionStats {
+        *self.compaction.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Deletes the write-ahead log's closed segments but the newest, oldest first (so what
+/// stays is contiguous, whenever a kill stops it), and returns the bytes freed. Call only
+/// while no engine has the log open.
+///
+/// Safe because Qdrant Edge 0.7.2 never reads its log back (opening does not replay it;
+/// durability is the flushed segments). The newest closed segment stays because the
+/// engine numbers new operations after it; with none, it would number them from 0 again,
+/// below the versions the segments hold, and skip them.
+pub(crate) fn truncate_wal(dir: &Path) -> std::io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let wal = dir.join("wal");
+    let entries = match std::fs::read_dir(&wal) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut closed = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(start) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("closed-"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        closed.push((start, entry.path(), entry.metadata()?.blocks() * 512));
+    }
+    closed.sort_by_key(|(start, _, _)| *start);
+    closed.pop();
+    let mut freed = 0;
+    for (_, path, bytes) in &closed {
+        std::fs::remove_file(path)?;
+        freed += bytes;
+    }
+    if freed > 0 {
+        std::fs::File::open(&wal)?.sync_all()?;
+    }
+    Ok(freed)
 }
 
 impl Inner {
@@ -201,8 +389,12 @@ fn json_path(field: &str) -> JsonPath {
         .expect("indexed field names are valid JSON paths")
 }
 
-fn edge_config(dimension: usize) -> qdrant_edge::EdgeConfig {
+fn edge_config(dimension: usize, wal_segment_bytes: usize) -> qdrant_edge::EdgeConfig {
     EdgeConfigBuilder::new()
+        .wal_options(qdrant_edge::WalOptions {
+            segment_capacity: wal_segment_bytes,
+            ..qdrant_edge::WalOptions::default()
+        })
         .vector(
             DENSE_VECTOR,
             EdgeVectorParamsBuilder::new(dimension, Distance::Cosine).build(),
@@ -303,7 +495,12 @@ impl Store for EdgeStore {
             return Ok(());
         }
         let inner = self.inner.clone();
-        blocking(move || inner.sync()).await
+        blocking(move || {
+            inner.sync()?;
+            inner.compact_if_due();
+            Ok(())
+        })
+        .await
     }
 
     async fn query(&self, query: &HybridQuery) -> Result<Vec<Hit>> {

@@ -83,7 +83,7 @@ pub(super) fn sparse_internal(sparse: SparseVector) -> VectorInternal {
 impl Inner {
     pub(super) fn document(&self, doc: DocRef<'_>) -> Result<Option<DocumentState>> {
         let records = self
-            .shard
+            .shard()?
             .retrieve(
                 &[PointId::Uuid(document_point_id(doc))],
                 Some(WithPayloadInterface::Bool(true)),
@@ -102,7 +102,7 @@ impl Inner {
         let mut offset = None;
         loop {
             let (page, next) = self
-                .shard
+                .shard()?
                 .scroll(ScrollRequest {
                     offset,
                     limit: Some(SCROLL_PAGE),
@@ -163,7 +163,7 @@ impl Inner {
             return Ok(Vec::new());
         }
         let fused = self
-            .shard
+            .shard()?
             .query(QueryRequest {
                 prefetches,
                 query: Some(ScoringQuery::Fusion(Fusion::Rrf {
@@ -184,7 +184,7 @@ impl Inner {
                 return Ok(HashMap::new());
             };
             let points = self
-                .shard
+                .shard()?
                 .query(QueryRequest {
                     prefetches: Vec::new(),
                     query: Some(scoring.clone()),
@@ -224,7 +224,7 @@ impl Inner {
     pub(super) fn dense_vectors(&self, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<f32>>> {
         let ids: Vec<PointId> = ids.iter().copied().map(PointId::Uuid).collect();
         let records = self
-            .shard
+            .shard()?
             .retrieve(
                 &ids,
                 Some(WithPayloadInterface::Bool(false)),
@@ -244,7 +244,7 @@ impl Inner {
     }
 
     fn count(&self, value: Value) -> Result<u64> {
-        self.shard
+        self.shard()?
             .count(CountRequest {
                 filter: Some(filter(value)),
                 exact: true,
@@ -261,14 +261,18 @@ impl Inner {
             documents: self.count(json!({ "must": documents, "must_not": deleted }))?,
             tombstones: self
                 .count(json!({ "must": [keyword(KIND, KIND_DOCUMENT), deleted[0]] }))?,
-            disk: Some({
-                let (all, wal) = (disk_usage(&self.path), disk_usage(&self.path.join("wal")));
-                DiskUsage {
-                    segments: all.saturating_sub(wal),
-                    wal,
-                }
-            }),
+            disk: Some(disk_usage_of(&self.path)),
+            compaction: Some(self.compaction_stats()),
         })
+    }
+}
+
+/// Bytes on disk of the store under `path`: its write-ahead log, and the rest.
+pub(super) fn disk_usage_of(path: &Path) -> DiskUsage {
+    let (all, wal) = (disk_usage(path), disk_usage(&path.join("wal")));
+    DiskUsage {
+        segments: all.saturating_sub(wal),
+        wal,
     }
 }
 

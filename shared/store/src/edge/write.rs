@@ -119,14 +119,14 @@ impl Inner {
     }
 
     fn update(&self, operation: &'static str, update: UpdateOperation) -> Result<()> {
-        self.shard.update(update).map_err(engine(operation))
+        self.shard()?.update(update).map_err(engine(operation))
     }
 
     /// Flushes unless an index build runs (the engine's flush must not race it); the caller
     /// holds `writes`.
     fn flush_locked(&self) {
         if !self.optimizing.load(Ordering::Acquire) {
-            self.shard.flush();
+            self.flush_shard();
         }
     }
 
@@ -143,7 +143,7 @@ impl Inner {
     pub(super) fn sync(&self) -> Result<()> {
         let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
         let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
-        self.shard.flush();
+        self.flush_shard();
         Ok(())
     }
 
@@ -164,7 +164,9 @@ impl Inner {
             }
         }
         let before = self.unindexed.load(Ordering::Relaxed);
-        let result = self.shard.optimize().map_err(engine("optimize"));
+        let result = self
+            .shard()
+            .and_then(|shard| shard.optimize().map_err(engine("optimize")));
         {
             let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
             self.optimizing.store(false, Ordering::Release);
@@ -174,7 +176,7 @@ impl Inner {
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                         Some(n.saturating_sub(before))
                     });
-                self.shard.flush();
+                self.flush_shard();
             }
         }
         result

@@ -7,21 +7,34 @@ use parse_wiki_text_2::{Configuration, Node, Parameter};
 use super::builder::{BlockKind, ExtractedText, TextBuilder};
 
 /// Wikitext the parser cannot handle (it gives up after its time limit, or panics on some
-/// malformed input, a bug of parse-wiki-text-2 found by our property tests) is extracted as
-/// plain text instead: the text is kept, with its markup characters.
+/// malformed input, a bug of parse-wiki-text-2 found by our property tests and by `make
+/// fuzz`) is extracted as plain text instead: the text is kept, with its markup characters.
 pub fn extract(content: &str) -> ExtractedText {
     let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let configuration = Configuration::default();
-        configuration.parse(content).ok().map(|output| {
-            let mut out = TextBuilder::new();
-            render(&output.nodes, &mut out);
-            out.finish(None)
-        })
+        configuration
+            .parse_with_timeout(content, parse_budget(content.len()))
+            .ok()
+            .map(|output| {
+                let mut out = TextBuilder::new();
+                render(&output.nodes, &mut out);
+                out.finish(None)
+            })
     }));
     match parsed {
         Ok(Some(extracted)) => extracted,
         Ok(None) | Err(_) => super::plain::extract(content),
     }
+}
+
+/// How long the parser may take on `bytes` of wikitext before the plain-text fallback:
+/// 250 ms and 20 ms per KiB, at most its own default of 5 s. Real pages parse far inside it
+/// (a whole Wikipedia article in tens of milliseconds); some malformed inputs make the
+/// parser spin until its limit (found by `make fuzz`: 2 KiB that took the full 5 s, three
+/// times per event), which the flat 5 s turned into a way to stall a lane per event.
+fn parse_budget(bytes: usize) -> std::time::Duration {
+    let millis = 250 + 20 * (bytes as u64 / 1024);
+    std::time::Duration::from_millis(millis.min(5_000))
 }
 
 fn render(nodes: &[Node<'_>], out: &mut TextBuilder) {
