@@ -10,6 +10,8 @@ pub mod error;
 pub mod eval;
 pub mod http;
 pub mod metrics;
+#[cfg(test)]
+mod openapi_check;
 pub mod search;
 pub mod service;
 

@@ -49,6 +49,7 @@ mod files;
 mod state;
 #[cfg(test)]
 mod tests;
+mod unusable;
 
 use files::{Found, Stamp, Unusable, inspect, read_text, scan};
 pub use files::{doc_id, format_of, title_of};
