@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query fuzz soak-restart fmt
+.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query fuzz soak fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -41,7 +41,9 @@ dist:
 
 ## Formatting check, clippy with warnings denied, the deploy/ validation, every test of the
 ## workspace, then the Python and TypeScript clients' tests against the all-in-one those
-## tests built.
+## tests built. No incremental compilation: a cold CI build gains nothing from it, and its
+## caches (over 1 GiB here) once filled a CI disk.
+test: export CARGO_INCREMENTAL = 0
 test: models tools check-deploy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
@@ -132,12 +134,19 @@ fuzz:
 fuzz-query: models tools
 	SCHEMATHESIS_MAX_EXAMPLES=1000 $(CARGO) test --locked -p casement-query --test fuzz -- --nocapture
 
-## Kill-and-restart soak (issue 22, not in `make test`): `casement run` replays the 18F
-## sample (2,025 revisions) once cleanly and once SIGKILLed 12 times and restarted, then
-## compares every document's state, records and vectors (debug build, about 15 minutes;
-## needs ../shared/data; SOAK_KILLS, SOAK_SEED).
-soak-restart: models
+## Kill-and-restart soak (issues 19 and 22; not in `make test`; needs ../shared/data): the
+## all-in-one, then the Kafka indexer (librdkafka's mock cluster), each replay the 18F
+## Handbook's full history (5,875 revisions) plus 1,500 seeded synthetic edits, SIGKILLed
+## 20 times (during write-ahead log compactions and index builds among them) and restarted;
+## then every document is compared with a rebuild of its final revision, and the index's
+## size with a fresh backfill (target/bench/soak.json). SOAK_KILLS, SOAK_SEED,
+## SOAK_SYNTHETIC, SOAK_LOG; SOAK_CLEAN=1 adds a clean run compared record by record.
+SOAK_HISTORY ?= $(CURDIR)/../shared/data/revisions/18f-handbook/all.jsonl.gz
+soak: models
 	$(CARGO) test --locked -p casement --test soak -- --ignored --nocapture
+	SOAK_KILLS=$${SOAK_KILLS:-20} SOAK_SYNTHETIC=$${SOAK_SYNTHETIC:-1500} \
+	SOAK_LOG=$${SOAK_LOG:-$(SOAK_HISTORY)} \
+	$(CARGO) test --locked -p casement-indexer --test restart -- --nocapture
 
 fmt:
 	$(CARGO) fmt --all

@@ -50,8 +50,8 @@ impl Engine {
     /// Loads the model, opens the store (locking its directory) and starts the pipeline.
     /// `positions` says where the replay resumes (its committed position).
     pub async fn start(config: CasementConfig, positions: Positions) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("creating data_dir {}", config.data_dir.display()))?;
+        crate::snapshot::check_not_restoring(&config.data_dir)?;
+        prepare_data_dir(&config.data_dir)?;
         let registry = Registry::new();
         let pipeline_metrics = Metrics::with_registry(registry.clone());
         let local_metrics = LocalMetrics::new(&registry);
@@ -169,4 +169,22 @@ async fn count_finished(
             replay.send_modify(|n| *n += 1);
         }
     }
+}
+
+/// Creates the data directory and checks that it takes writes, so that a read-only mount
+/// or a directory owned by another user fails at start with the reason, not at the first
+/// event.
+pub fn prepare_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let explain = |what: &str, error: std::io::Error| {
+        anyhow::anyhow!(
+            "data_dir {} {what}: {error} (Casement keeps its index, source positions and \
+             dead letters there; give it a writable directory)",
+            data_dir.display()
+        )
+    };
+    std::fs::create_dir_all(data_dir).map_err(|e| explain("cannot be created", e))?;
+    let probe = data_dir.join(".casement-write-check");
+    std::fs::write(&probe, b"").map_err(|e| explain("is not writable", e))?;
+    std::fs::remove_file(&probe).map_err(|e| explain("is not writable", e))?;
+    Ok(())
 }

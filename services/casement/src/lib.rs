@@ -3,7 +3,8 @@
 //! watched folders and a webhook ([`sources`], [`webhook`]). Every stage is the shared
 //! one ([`engine`]); no Kafka client is linked. `casement run` serves ([`run`]),
 //! `casement backfill` indexes and exits ([`backfill`]), `casement eval` runs a golden set
-//! against a running service over HTTP ([`eval`]).
+//! against a running service over HTTP ([`eval`]), `casement snapshot` and `casement
+//! restore` copy a data directory and back ([`snapshot`]).
 
 pub mod backfill;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod metrics;
 pub mod progress;
 pub mod run;
 pub mod sample;
+pub mod snapshot;
 pub mod sources;
 pub mod webhook;
 

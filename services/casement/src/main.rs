@@ -50,6 +50,22 @@ enum Command {
     /// open (a running one compacts by itself past `store.edge.compact_wal_bytes`, and at
     /// every start); print the sizes before and after.
     Compact,
+    /// Copy the data directory (the index, the source positions, the webhook's accepted
+    /// events, the dead letters) into the new directory OUT while no service has it open,
+    /// with a manifest of every file's SHA-256; `restore` brings it back.
+    Snapshot {
+        /// Where the snapshot goes (must not exist; written as OUT.partial, then renamed).
+        out: PathBuf,
+    },
+    /// Replace the data directory with a snapshot, after checking every file against its
+    /// manifest; the sources then resume where the snapshot's index stands.
+    Restore {
+        /// A directory written by `casement snapshot`.
+        snapshot: PathBuf,
+        /// Replace a data directory that holds anything (it is emptied first).
+        #[arg(long)]
+        force: bool,
+    },
     /// Run a golden set (JSONL: query, doc_id, optional text, tenant, id) against a running
     /// service over HTTP; print recall@k, MRR@k and each failing query with what came back
     /// first. Exit code 0: every case passed; 1: some failed; 2: could not run.
@@ -113,6 +129,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(dir) = cli.data_dir {
         config.data_dir = dir;
     }
+    if !matches!(cli.command, Command::Restore { .. } | Command::CheckConfig) {
+        casement::snapshot::check_not_restoring(&config.data_dir)?;
+    }
     match cli.command {
         Command::Run {
             replay,
@@ -153,6 +172,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 mib(after.wal),
                 mib(before.wal.saturating_sub(after.wal)),
                 mib(after.segments)
+            );
+            Ok(())
+        }
+        Command::Snapshot { out } => {
+            let started = std::time::Instant::now();
+            let manifest = casement::snapshot::snapshot(&config, &out)?;
+            println!(
+                "snapshot: {} -> {}: {} files, {:.1} MiB in {:.1} s",
+                config.data_dir.display(),
+                out.display(),
+                manifest.files.len(),
+                manifest.bytes() as f64 / (1024.0 * 1024.0),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Command::Restore { snapshot, force } => {
+            let started = std::time::Instant::now();
+            let manifest = casement::snapshot::restore(&config, &snapshot, force)?;
+            println!(
+                "restore: {} -> {}: {} files checked and copied, {:.1} MiB in {:.1} s \
+                 (taken from {} by Casement {})",
+                snapshot.display(),
+                config.data_dir.display(),
+                manifest.files.len(),
+                manifest.bytes() as f64 / (1024.0 * 1024.0),
+                started.elapsed().as_secs_f64(),
+                manifest.data_dir.display(),
+                manifest.casement_version
             );
             Ok(())
         }

@@ -28,6 +28,8 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     let started = Instant::now();
     let sources = &config.sources;
     let sample_mode = sources.replay.paths.is_empty() && sources.watch.dirs.is_empty();
+    crate::snapshot::check_not_restoring(&config.data_dir)?;
+    crate::engine::prepare_data_dir(&config.data_dir)?;
     if sample_mode {
         sample::prepare(&mut config)?;
     }

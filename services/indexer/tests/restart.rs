@@ -2,7 +2,12 @@
 //! `KAFKA_BOOTSTRAP`), is killed with SIGKILL at random moments while it indexes the 18F
 //! sample stream, and restarted each time; a last run finishes the stream and stops on
 //! SIGTERM. The index then equals a rebuild of each document's final revision: nothing
-//! lost, nothing doubled. Needs `make models` and `../shared/data`.
+//! lost, nothing doubled. Small store thresholds make index builds and write-ahead log
+//! compactions happen amid the kills. Needs `make models` and `../shared/data`.
+//!
+//! `make soak` runs it as the Kafka half of the issue-19 soak: `SOAK_KILLS` kills (5 here),
+//! over `SOAK_LOG` (the sample stream here) plus `SOAK_SYNTHETIC` seeded edits (none here),
+//! reporting the kills that landed during a compaction or an index build.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -16,6 +21,11 @@ use casement_store::Store;
 use support::{Broker, config, corpus, read_log, unique};
 
 const KILLS: usize = 5;
+const COMPACTION: (&str, &str) = (
+    "compacting the write-ahead log",
+    "write-ahead log compacted",
+);
+const BUILD: (&str, &str) = ("building the vector index", "vector index build ended");
 const PARTITIONS: i32 = 3;
 
 fn spawn(config_file: &Path, log: &Path) -> support::KillOnDrop {
@@ -55,11 +65,27 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
     let broker = Broker::start(&[(&topic, PARTITIONS), (&format!("{topic}.dlq"), 1)]);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("indexer");
-    let config = config(&broker.bootstrap, &topic, &group, dir.path());
+    let mut config = config(&broker.bootstrap, &topic, &group, dir.path());
+    config.store.edge.index_after_points = 3000;
+    config.store.edge.compact_wal_bytes = 16 << 20;
+    config.store.edge.compact_wal_ratio = 0.25;
+    config.store.edge.wal_segment_bytes = 4 << 20;
+    let kills = env_number("SOAK_KILLS", KILLS as u64) as usize;
+    let synthetic = env_number("SOAK_SYNTHETIC", 0) as usize;
     let config_file = dir.path().join("indexer.toml");
     std::fs::write(&config_file, toml::to_string(&config).unwrap()).unwrap();
     let log = dir.path().join("indexer.log");
-    let sample = corpus("sample.jsonl");
+    let history =
+        std::env::var("SOAK_LOG").map_or_else(|_| corpus("sample.jsonl"), std::path::PathBuf::from);
+    let sample = if synthetic == 0 {
+        history
+    } else {
+        let mut events = read_log(&history);
+        events.extend(casement_testkit::synthetic_edits(&events, synthetic, 19));
+        let path = dir.path().join("soak.jsonl");
+        casement_testkit::write_log(&path, &events);
+        path
+    };
     let total = replay::run(&config.kafka, &sample, None, false)
         .await
         .unwrap()
@@ -81,14 +107,16 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
                 .unwrap()
         }
     };
-    for kill in 1..=KILLS {
+    let mut during = (0, 0);
+    for kill in 1..=kills {
         let before = committed().await;
+        let run_start = std::fs::metadata(&log).map_or(0, |m| m.len()) as usize;
         let mut child = spawn(&config_file, &log);
         // Kills spread over the stream: kill k waits until this run has committed
         // progress and the stream is past a random point of its k-th sixth, then waits a
         // random 0-2 s more.
         let fraction =
-            (kill as f64 - 1.0 + (next(&mut seed) % 1000) as f64 / 1000.0) / (KILLS + 1) as f64;
+            (kill as f64 - 1.0 + (next(&mut seed) % 1000) as f64 / 1000.0) / (kills + 1) as f64;
         let target = before.max((total as f64 * fraction) as i64);
         let started = Instant::now();
         while committed().await <= target {
@@ -104,11 +132,26 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         tokio::time::sleep(Duration::from_millis(next(&mut seed) % 2000)).await;
+        let log_before = std::fs::metadata(&log).map_or(0, |m| m.len());
         child.0.kill().expect("SIGKILL");
         child.0.wait().unwrap();
         let at = committed().await;
+        let run_log = std::fs::read(&log).unwrap_or_default();
+        let run_log = run_log
+            .get(run_start..(log_before as usize).min(run_log.len()))
+            .unwrap_or_default();
+        let run_log = String::from_utf8_lossy(run_log);
+        let landed = if open_in(&run_log, COMPACTION) {
+            during.0 += 1;
+            " during a compaction"
+        } else if open_in(&run_log, BUILD) {
+            during.1 += 1;
+            " during an index build"
+        } else {
+            ""
+        };
         println!(
-            "kill {kill}: committed {at} of {total} after {:.1} s",
+            "kill {kill}{landed}: committed {at} of {total} after {:.1} s",
             started.elapsed().as_secs_f64()
         );
         assert!(
@@ -142,10 +185,37 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
     let dead_letters = support::high_watermarks(&broker.bootstrap, &format!("{topic}.dlq"), 1);
     assert_eq!(dead_letters, vec![0], "nothing dead-lettered");
     let store = support::open_store(dir.path());
-    support::assert_equals_rebuild(&store, &read_log(&sample), 5).await;
+    let events = read_log(&sample);
+    let report = casement_testkit::rebuild_differences(&store, &events, 5).await;
     let stats = store.stats().await.unwrap();
     println!(
-        "final index: {} points, {} documents",
-        stats.points, stats.documents
+        "kafka soak: {} events, {kills} kills survived ({} during a compaction, {} during an \
+         index build); {} documents, {} records and {} vectors compared with the rebuild: {} \
+         differences; final index: {} points, {} documents",
+        events.len(),
+        during.0,
+        during.1,
+        report.documents,
+        report.records,
+        report.vectors,
+        report.differences.len(),
+        stats.points,
+        stats.documents
     );
+    for difference in report.differences.iter().take(20) {
+        println!("{difference}");
+    }
+    assert!(report.differences.is_empty());
+    assert!(report.vectors > 0);
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().map_or(default, |v| {
+        v.parse().unwrap_or_else(|_| panic!("{name}={v}"))
+    })
+}
+
+/// The last `start` line of `log` has no `end` line after it.
+fn open_in(log: &str, (start, end): (&str, &str)) -> bool {
+    log.rfind(start).is_some_and(|at| !log[at..].contains(end))
 }

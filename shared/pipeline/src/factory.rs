@@ -69,10 +69,11 @@ pub fn processor<S: Store>(
 /// answers readiness (`StoreProbe::reachable`), for the indexer's admin port and the
 /// all-in-one's query router alike.
 pub fn spawn_store_probe<S: Store + 'static>(store: S, metrics: &Metrics) -> StoreProbe {
-    let (points, documents, disk) = (
+    let (points, documents, disk, available) = (
         metrics.points.clone(),
         metrics.documents.clone(),
         metrics.disk.clone(),
+        metrics.disk_available.clone(),
     );
     let (compactions, reclaimed, duration) = (
         metrics.compactions.clone(),
@@ -92,6 +93,9 @@ pub fn spawn_store_probe<S: Store + 'static>(store: S, metrics: &Metrics) -> Sto
             disk.with_label_values(&["segments"])
                 .set(usage.segments as i64);
             disk.with_label_values(&["wal"]).set(usage.wal as i64);
+        }
+        if let Some(bytes) = stats.disk_available {
+            available.set(i64::try_from(bytes).unwrap_or(i64::MAX));
         }
     })
 }

@@ -35,6 +35,7 @@ pub struct Metrics {
     pub points: IntGauge,
     pub documents: IntGauge,
     pub disk: IntGaugeVec,
+    pub disk_available: IntGauge,
     pub compactions: IntCounter,
     pub compaction_reclaimed: IntCounter,
     pub compaction_duration: Gauge,
@@ -225,6 +226,10 @@ impl Metrics {
                 "Bytes on disk of the embedded index, by part.",
                 "part",
                 &["segments", "wal"],
+            ),
+            disk_available: r.gauge(
+                "casement_index_disk_available_bytes",
+                "Bytes available on the embedded index's file system.",
             ),
             compactions: r.add(IntCounter::new(
                 "casement_index_compactions_total",

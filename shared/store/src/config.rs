@@ -79,13 +79,22 @@ pub struct EdgeSettings {
     pub sync_writes: bool,
     /// Compact the write-ahead log (close the engine, drop the log segments it never reads
     /// again, reopen; searches wait, nothing is lost) when it holds more than this many
-    /// bytes and more than the segments. Qdrant Edge 0.7.2 never truncates it itself: about
-    /// 3.7 KiB per point written. It is also compacted at every open. 0: only at open.
+    /// bytes and more than `compact_wal_ratio` times the segments. Qdrant Edge 0.7.2 never
+    /// truncates it itself: about 3.7 KiB per point written. It is also compacted at every
+    /// open. 0: only at open.
     pub compact_wal_bytes: u64,
+    /// The other half of the trigger: the log must also be over this multiple of the
+    /// segments' bytes, so the disk stays within about (1 + this) times the live index.
+    pub compact_wal_ratio: f64,
     /// Size of one write-ahead log segment of a new store (an existing store keeps the
     /// size it was created with). After a compaction the log holds the newest closed
     /// segment and the open one, so about twice this (Qdrant's default is 32 MiB).
     pub wal_segment_bytes: usize,
+    /// Writes, flushes, index builds and compactions wait (the pipeline retries them) while
+    /// the file system under `path` has less than this many bytes available: the engine
+    /// writes through memory maps, and a page written on a full disk kills the process
+    /// (SIGBUS). 0 turns the check off.
+    pub min_free_bytes: u64,
 }
 
 impl Default for EdgeSettings {
@@ -95,7 +104,9 @@ impl Default for EdgeSettings {
             index_after_points: 20_000,
             sync_writes: true,
             compact_wal_bytes: 256 * 1024 * 1024,
+            compact_wal_ratio: 1.0,
             wal_segment_bytes: 8 * 1024 * 1024,
+            min_free_bytes: 128 * 1024 * 1024,
         }
     }
 }
@@ -188,6 +199,12 @@ impl StoreConfig {
             return Err(format!(
                 "store.edge.wal_segment_bytes = {} must be at least 65536",
                 self.edge.wal_segment_bytes
+            ));
+        }
+        if !(self.edge.compact_wal_ratio.is_finite() && self.edge.compact_wal_ratio >= 0.0) {
+            return Err(format!(
+                "store.edge.compact_wal_ratio = {} must be a number ≥ 0",
+                self.edge.compact_wal_ratio
             ));
         }
         if self.edge.path.as_os_str().is_empty() {

@@ -33,7 +33,7 @@ pub use bm25::{Bm25, SparseVector};
 pub use config::{
     Backend, Bm25Settings, EdgeSettings, MAX_INDEXED_METADATA, ServerSettings, StoreConfig,
 };
-pub use edge::EdgeStore;
+pub use edge::{ClosedStore, EdgeStore, copy_tree};
 pub use error::{Error, Result};
 pub use probe::StoreProbe;
 pub use server::ServerStore;
@@ -140,6 +140,8 @@ pub struct StoreStats {
     /// Bytes on disk, where the backend knows it (Edge: its data directory; a Qdrant
     /// server's are the server's own).
     pub disk: Option<DiskUsage>,
+    /// Bytes available to the store on its file system (Edge only).
+    pub disk_available: Option<u64>,
     /// Compactions of an embedded store's write-ahead log since it was opened (the one at
     /// open included); `None` for a Qdrant server.
     pub compaction: Option<CompactionStats>,

@@ -1,7 +1,8 @@
-//! The `index` feature: revision logs, the real model, an Edge store, the processor, and
-//! the rebuild assertion.
+//! The `index` feature: revision logs (and synthetic edits after one), the real model, an
+//! Edge store, the processor, and the rebuild assertion.
 
 mod rebuild;
+mod synthetic;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -13,7 +14,8 @@ use casement_pipeline::{EnrichConfig, Metrics, PipelineConfig, Processor};
 use casement_store::{EdgeStore, Store, StoreConfig};
 use casement_text::TextConfig;
 
-pub use rebuild::{assert_equals_rebuild, final_events};
+pub use rebuild::{RebuildReport, assert_equals_rebuild, final_events, rebuild_differences};
+pub use synthetic::{synthetic_edits, write_log};
 
 /// Every event of a revision log, in the one order of `revision_log::read`; a rejected
 /// line fails the test.

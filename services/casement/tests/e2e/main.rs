@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod bad_disks;
 mod durable;
 mod prometheus;
 mod replay;

@@ -101,11 +101,13 @@ const KAFKA_ONLY: [&str; 1] = ["casement_indexer_consumer_lag_messages"];
 const NAN_WHEN_IDLE: [&str; 1] = ["origin=\"bulk\""];
 
 /// Alerts that fire on this machine's speed alone (the freshness budget's burn rate has no
-/// `for:`, and CI runs other test binaries beside this one): they must evaluate without
+/// `for:`; search p95 over 20 ms turns pending as soon as the 2 cores are shared, which CI
+/// does with other test binaries, and measured 26 ms once): they must evaluate without
 /// error, but their state is not asserted.
-const LATENCY_ALERTS: [&str; 2] = [
+const LATENCY_ALERTS: [&str; 3] = [
     "CasementFreshnessBudgetBurnFast",
     "CasementFreshnessBudgetBurnSlow",
+    "CasementSearchLatencyHigh",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

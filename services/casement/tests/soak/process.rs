@@ -19,10 +19,11 @@ pub struct Setup {
 }
 
 impl Setup {
-    pub fn new(dir: &Path, binary: &Path, log: &Path) -> Self {
+    /// `settings`: TOML added to the config.
+    pub fn new(dir: &Path, binary: &Path, log: &Path, settings: &str) -> Self {
         std::fs::create_dir_all(dir).unwrap();
         let data = dir.join("data");
-        let config = write_config(dir, "");
+        let config = write_config(dir, settings);
         Self {
             dir: dir.to_owned(),
             data,
@@ -39,6 +40,11 @@ impl Setup {
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
             .and_then(|v| v["replay_next"].as_u64())
             .unwrap_or(0)
+    }
+
+    /// Every run's stderr, appended.
+    pub fn stderr(&self) -> PathBuf {
+        self.dir.join("stderr.log")
     }
 
     pub fn start(&self) -> Run {
@@ -58,7 +64,10 @@ impl Setup {
             .arg(&self.config)
             .args(["run", "--listen", &format!("127.0.0.1:{port}"), "--replay"])
             .arg(&self.log)
-            .env("CASEMENT__LOG__FILTER", "warn,casement=info")
+            .env(
+                "CASEMENT__LOG__FILTER",
+                "warn,casement=info,casement_store=info",
+            )
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -179,20 +188,21 @@ impl Metrics {
             .unwrap_or(0.0)
     }
 
-    pub fn embedded(&self) -> f64 {
-        self.get("casement_indexer_sentences_total{decision=\"embedded\"}")
-    }
-
-    /// Events finished, whatever the outcome.
-    pub fn finished(&self) -> f64 {
-        ["applied", "deleted", "stale", "dead_lettered"]
+    /// Point writes this run: sentences embedded or reused (upserts), payload updates,
+    /// deletes.
+    pub fn point_writes(&self) -> f64 {
+        ["embedded", "reused", "payload_updated", "deleted"]
             .iter()
-            .map(|outcome| {
+            .map(|d| {
                 self.get(&format!(
-                    "casement_indexer_events_total{{outcome=\"{outcome}\"}}"
+                    "casement_indexer_sentences_total{{decision=\"{d}\"}}"
                 ))
             })
             .sum()
+    }
+
+    pub fn disk(&self, part: &str) -> f64 {
+        self.get(&format!("casement_index_disk_bytes{{part=\"{part}\"}}"))
     }
 }
 

@@ -9,7 +9,10 @@
 
 mod compact;
 mod read;
+mod snapshot;
 mod write;
+
+pub use snapshot::{ClosedStore, copy_tree};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,6 +63,10 @@ struct Inner {
     /// Compact when the write-ahead log is over this many bytes and over the segments' size
     /// (`store.edge.compact_wal_bytes`; 0: only at open and on request).
     compact_wal_bytes: u64,
+    /// `store.edge.compact_wal_ratio`.
+    compact_wal_ratio: f64,
+    /// `store.edge.min_free_bytes`: writes wait below it (`check_free_space`).
+    min_free_bytes: u64,
     compaction: Mutex<CompactionStats>,
     /// When the write-ahead log's size was last checked (`compact_if_due`).
     wal_checked: Mutex<Instant>,
@@ -161,6 +168,8 @@ impl EdgeStore {
                 sync_writes: config.edge.sync_writes,
                 bulk: AtomicBool::new(false),
                 compact_wal_bytes: config.edge.compact_wal_bytes,
+                compact_wal_ratio: config.edge.compact_wal_ratio,
+                min_free_bytes: config.edge.min_free_bytes,
                 compaction: Mutex::new(compaction),
                 wal_checked: Mutex::new(Instant::now()),
                 path,
@@ -216,16 +225,26 @@ impl std::ops::Deref for Shard<'_> {
 }
 
 impl Inner {
-    /// The engine, or an error if a compaction could not open it again.
+    /// The engine. After a compaction that could not open it again (a full disk, say), each
+    /// call tries once more, so the store comes back when the cause goes.
     pub(super) fn shard(&self) -> Result<Shard<'_>> {
-        let guard = self.shard.read().unwrap_or_else(|e| e.into_inner());
-        if guard.is_none() {
-            return Err(Error::Unavailable(format!(
-                "the embedded store at {} could not be opened again after a compaction; restart the process",
-                self.path.display()
-            )));
+        loop {
+            let guard = self.shard.read().unwrap_or_else(|e| e.into_inner());
+            if guard.is_some() {
+                return Ok(Shard(guard));
+            }
+            drop(guard);
+            let mut slot = self.shard.write().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                let shard = EdgeShard::load(&self.path, None).map_err(|e| {
+                    Error::Unavailable(format!(
+                        "the embedded store at {} could not be opened again after a compaction: {e}",
+                        self.path.display()
+                    ))
+                })?;
+                *slot = Some(shard);
+            }
         }
-        Ok(Shard(guard))
     }
 
     /// Flushes the engine if it is open; the caller holds `writes`.
@@ -253,7 +272,7 @@ impl Inner {
             // Writes and queries go on while the index is built.
             std::thread::spawn(move || {
                 if let Err(error) = self.optimize(false) {
-                    eprintln!("casement-store: building the vector index failed: {error}");
+                    tracing::error!(%error, "building the vector index failed");
                 }
             });
         }

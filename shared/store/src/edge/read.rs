@@ -262,6 +262,7 @@ impl Inner {
             tombstones: self
                 .count(json!({ "must": [keyword(KIND, KIND_DOCUMENT), deleted[0]] }))?,
             disk: Some(disk_usage_of(&self.path)),
+            disk_available: fs4::available_space(&self.path).ok(),
             compaction: Some(self.compaction_stats()),
         })
     }

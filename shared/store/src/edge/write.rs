@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::read::{document_sentences, sparse_internal};
 use super::{Inner, engine};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schema::{
     DENSE_VECTOR, SPARSE_VECTOR, document_payload, document_point_id, sentence_payload,
 };
@@ -72,6 +72,7 @@ impl Inner {
     ) -> Result<Applied> {
         let steps = write_steps(plan, vectors, self.dimension, count)?;
         let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_free_space()?;
         if let Some(stale) = fence(self.document(plan.doc_ref())?.as_ref(), plan) {
             return Ok(stale);
         }
@@ -118,6 +119,26 @@ impl Inner {
         Ok(Applied::Written)
     }
 
+    /// Refuses (a transient error: the pipeline retries) while the file system under the
+    /// store has less than `store.edge.min_free_bytes` available. The engine writes
+    /// through memory maps that it grows sparsely, and a page written on a full disk kills
+    /// the process with SIGBUS; below the reserve nothing reaches it.
+    pub(super) fn check_free_space(&self) -> Result<()> {
+        if self.min_free_bytes == 0 {
+            return Ok(());
+        }
+        match fs4::available_space(&self.path) {
+            Ok(free) if free < self.min_free_bytes => Err(Error::Unavailable(format!(
+                "the disk under {} has {:.1} MiB available, below store.edge.min_free_bytes \
+                 ({:.1} MiB): writes wait until space returns",
+                self.path.display(),
+                free as f64 / MIB,
+                self.min_free_bytes as f64 / MIB
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     fn update(&self, operation: &'static str, update: UpdateOperation) -> Result<()> {
         self.shard()?.update(update).map_err(engine(operation))
     }
@@ -143,6 +164,7 @@ impl Inner {
     pub(super) fn sync(&self) -> Result<()> {
         let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
         let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_free_space()?;
         self.flush_shard();
         Ok(())
     }
@@ -159,14 +181,28 @@ impl Inner {
         };
         {
             let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+            // A build writes new segments; on a disk below the reserve it waits for the
+            // next trigger.
+            self.check_free_space()?;
             if self.optimizing.swap(true, Ordering::AcqRel) {
                 return Ok(false);
             }
         }
         let before = self.unindexed.load(Ordering::Relaxed);
-        let result = self
-            .shard()
-            .and_then(|shard| shard.optimize().map_err(engine("optimize")));
+        let started = std::time::Instant::now();
+        tracing::info!(unindexed = before, "building the vector index");
+        // The engine panics on some I/O failures (a full disk); the flag must be reset
+        // and the build retried later, not left set for the life of the process.
+        let result = self.shard().and_then(|shard| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shard.optimize()))
+                .map_err(|panic| Error::backend("optimize", panic_message(&panic)))?
+                .map_err(engine("optimize"))
+        });
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            ok = result.is_ok(),
+            "vector index build ended"
+        );
         {
             let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
             self.optimizing.store(false, Ordering::Release);
@@ -182,3 +218,14 @@ impl Inner {
         result
     }
 }
+
+/// The message of a caught panic.
+pub(super) fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "the engine panicked".to_owned())
+}
+
+const MIB: f64 = 1024.0 * 1024.0;

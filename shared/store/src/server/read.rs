@@ -263,6 +263,7 @@ impl ServerStore {
                 .count(Filter::must([keyword(KIND, KIND_DOCUMENT), deleted]))
                 .await?,
             disk: None,
+            disk_available: None,
             compaction: None,
         })
     }

@@ -21,63 +21,118 @@ pub fn final_events(events: &[LogEvent]) -> BTreeMap<String, LogEvent> {
 /// same records (ids, payloads), document states, and vectors equal to a fresh embedding of
 /// each record's embedding input (`check_vectors`: all, or every n-th record).
 pub async fn assert_equals_rebuild<S: Store>(store: &S, events: &[LogEvent], check_vectors: usize) {
+    let report = rebuild_differences(store, events, check_vectors).await;
+    assert!(
+        report.differences.is_empty(),
+        "{} differences from the rebuild, the first:\n{}",
+        report.differences.len(),
+        report
+            .differences
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(report.vectors > 0 || check_vectors == 0);
+}
+
+/// What [`rebuild_differences`] compared, and every difference it found.
+#[derive(Debug, Default)]
+pub struct RebuildReport {
+    pub documents: usize,
+    pub tombstones: usize,
+    pub records: usize,
+    pub vectors: usize,
+    pub differences: Vec<String>,
+}
+
+/// Compares the store with indexing only each document's final revision (see
+/// [`assert_equals_rebuild`]) and lists every difference: document state (revision,
+/// tombstone, sentence count), records (ids and payloads), vectors.
+pub async fn rebuild_differences<S: Store>(
+    store: &S,
+    events: &[LogEvent],
+    check_vectors: usize,
+) -> RebuildReport {
     let model = super::model();
-    let mut vectors_checked = 0;
+    let mut report = RebuildReport::default();
     for (doc_id, event) in final_events(events) {
+        report.documents += 1;
         let mut stored = store.records(&doc_id).await.expect("records");
         stored.sort_by_key(|r| r.id);
-        let state = store
-            .document(&doc_id)
-            .await
-            .expect("document")
-            .unwrap_or_else(|| {
-                panic!(
-                    "{doc_id}: no document state (final: {} at {})",
-                    event.change, event.revision
-                )
-            });
-        assert_eq!(state.revision, event.revision, "{doc_id}: indexed revision");
+        let Some(state) = store.document(&doc_id).await.expect("document") else {
+            report.differences.push(format!(
+                "{doc_id}: no document state (final: {} at {})",
+                event.change, event.revision
+            ));
+            continue;
+        };
+        if state.revision != event.revision {
+            report.differences.push(format!(
+                "{doc_id}: indexed revision {}, final {}",
+                state.revision, event.revision
+            ));
+        }
         if event.is_delete() {
-            assert!(state.deleted, "{doc_id}: tombstone");
-            assert!(
-                stored.is_empty(),
-                "{doc_id}: deleted, yet {} points",
-                stored.len()
-            );
+            report.tombstones += 1;
+            if !state.deleted || !stored.is_empty() {
+                report.differences.push(format!(
+                    "{doc_id}: deleted in the log; tombstone {}, {} points",
+                    state.deleted,
+                    stored.len()
+                ));
+            }
             continue;
         }
-        assert!(!state.deleted, "{doc_id}");
+        if state.deleted {
+            report
+                .differences
+                .push(format!("{doc_id}: a tombstone, but live in the log"));
+        }
         let revision = event.to_revision().expect("revision");
         let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
         let mut rebuild = plan.embed;
         rebuild.sort_by_key(|r| r.id);
-        assert_eq!(stored.len(), rebuild.len(), "{doc_id}: point count");
-        assert_eq!(stored, rebuild, "{doc_id}: records equal the rebuild");
-        assert_eq!(state.sentence_count as usize, rebuild.len(), "{doc_id}");
-        let ids: Vec<_> = stored
-            .iter()
-            .map(|r| r.id)
-            .step_by(check_vectors.max(1))
-            .collect();
-        if ids.is_empty() {
+        report.records += stored.len();
+        if stored != rebuild {
+            report.differences.push(format!(
+                "{doc_id}: {} records, the rebuild {}; first differing: {:?}",
+                stored.len(),
+                rebuild.len(),
+                stored
+                    .iter()
+                    .zip(&rebuild)
+                    .find(|(a, b)| a != b)
+                    .map(|(a, b)| (a.id, &a.sentence, b.id, &b.sentence))
+            ));
             continue;
         }
+        if state.sentence_count != rebuild.len() {
+            report.differences.push(format!(
+                "{doc_id}: state counts {} sentences, {} records",
+                state.sentence_count,
+                rebuild.len()
+            ));
+        }
+        let sampled: Vec<_> = stored.iter().step_by(check_vectors.max(1)).collect();
+        if sampled.is_empty() || check_vectors == 0 {
+            continue;
+        }
+        let ids: Vec<_> = sampled.iter().map(|r| r.id).collect();
         let got = store.dense_vectors(&ids).await.expect("vectors");
-        let inputs: Vec<String> = stored
-            .iter()
-            .step_by(check_vectors.max(1))
-            .map(|r| r.embedding_input())
-            .collect();
+        let inputs: Vec<String> = sampled.iter().map(|r| r.embedding_input()).collect();
         let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
         let want = model.embed(&refs).expect("embed");
         for (id, want) in ids.iter().zip(&want) {
-            let similarity = cosine(&got[id], want);
-            assert!(
-                similarity > 0.9999,
-                "{doc_id} {id}: vector differs (cosine {similarity})"
-            );
-            vectors_checked += 1;
+            match got.get(id) {
+                Some(got) if cosine(got, want) > 0.9999 => report.vectors += 1,
+                got => report.differences.push(format!(
+                    "{doc_id} {id}: vector differs (cosine {:?})",
+                    got.map(|g| cosine(g, want))
+                )),
+            }
         }
     }
-    assert!(vectors_checked > 0 || check_vectors == 0);
+    report
 }
