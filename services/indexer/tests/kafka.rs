@@ -2,7 +2,8 @@
 //! `KAFKA_BOOTSTRAP`), Qdrant Edge and the real model, in process: the 18F sample stream
 //! ends equal to a rebuild with offsets committed to the end; malformed events are
 //! dead-lettered with their reason while the good ones after them apply; the three event
-//! formats are decoded from the real samples; stale revisions and deletes are fenced.
+//! formats are decoded from the real samples; stale revisions and deletes are fenced. With
+//! `QDRANT_URL`, the first test writes to that Qdrant server instead of Qdrant Edge.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -37,7 +38,7 @@ async fn the_18f_sample_stream_ends_equal_to_a_rebuild_with_offsets_committed_to
     support::assert_log_complete(&broker.bootstrap, &topic, 3);
 
     let metrics = Metrics::new();
-    let store = open_store(dir.path());
+    let store = support::test_store(dir.path()).await;
     let processor = processor_over(store.clone(), &config.enrich, &metrics);
     let running = service::start(&config, processor, None).expect("start");
     support::wait_committed_to_end(

@@ -300,7 +300,7 @@ async fn killed_and_restarted_replay_ends_equal_to_a_rebuild() {
         println!("{difference}");
     }
     casement_testkit::write_bench_json(
-        "soak",
+        "soak.json",
         &serde_json::json!({
             "seed": env_number("SOAK_SEED", DEFAULT_SEED),
             "events": total,

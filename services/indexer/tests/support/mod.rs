@@ -23,6 +23,27 @@ pub fn open_store(dir: &Path) -> EdgeStore {
     casement_testkit::open_store(dir, model().dimension())
 }
 
+/// The store a test's pipeline writes: Qdrant Edge in `<dir>/index`, or, with
+/// `QDRANT_URL` set, a collection of its own on that Qdrant server (`QDRANT_API_KEY` if
+/// it wants one), left behind for inspection.
+pub async fn test_store(dir: &Path) -> casement_store::AnyStore {
+    let mut config = casement_store::StoreConfig::default();
+    config.edge.path = dir.join("index");
+    if let Ok(url) = std::env::var("QDRANT_URL") {
+        config.backend = casement_store::Backend::Server;
+        config.server.url = url;
+        config.server.api_key = std::env::var("QDRANT_API_KEY").ok().map(Into::into);
+        config.collection = unique("casement_e2e").replace('-', "_");
+        println!(
+            "store: Qdrant server {}, collection {}",
+            config.server.url, config.collection
+        );
+    }
+    casement_store::AnyStore::open(&config, model().dimension())
+        .await
+        .expect("store")
+}
+
 pub fn processor_over<S: Store>(
     store: S,
     enrich: &EnrichConfig,

@@ -1,4 +1,5 @@
-//! Consistent copies of the embedded store (`casement snapshot` / `casement restore`).
+//! Consistent copies of a closed embedded store (`casement snapshot` / `casement restore`):
+//! its lock is held while it is copied, so no process writes it meanwhile.
 //!
 //! A copy holds the segments and the write-ahead log's segments from the newest closed one
 //! on (what compaction keeps: the engine numbers new operations after it), never the lock.
@@ -8,22 +9,13 @@
 use std::path::{Path, PathBuf};
 
 use super::compact::closed_segments;
-use super::{EdgeStore, Inner, blocking, lock_directory};
+use super::{EdgeStore, lock_directory};
 use crate::error::{Error, Result};
 
 /// The lock file, which a copy never takes along.
 const LOCK_FILE: &str = "casement.lock";
 
 impl EdgeStore {
-    /// Copies the open store into `dest` (a directory that must not exist yet) as it is
-    /// once every write before the call is flushed: writes and index builds wait for the
-    /// copy, searches go on. Returns the bytes copied.
-    pub async fn snapshot(&self, dest: &Path) -> Result<u64> {
-        let inner = self.inner.clone();
-        let dest = dest.to_owned();
-        blocking(move || inner.snapshot(&dest)).await
-    }
-
     /// Takes the lock of the store at `path`, which no process may have open (a running
     /// service makes this fail with the reason). While the returned value lives, no
     /// process opens the store.
@@ -59,15 +51,6 @@ impl ClosedStore {
 
     /// Copies the store into `dest` (a new directory). Returns the bytes copied.
     pub fn snapshot(&self, dest: &Path) -> Result<u64> {
-        copy_store(&self.path, dest).map_err(|e| copy_error(dest, &e))
-    }
-}
-
-impl Inner {
-    fn snapshot(&self, dest: &Path) -> Result<u64> {
-        let _building = self.building.lock().unwrap_or_else(|e| e.into_inner());
-        let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
-        self.flush_shard();
         copy_store(&self.path, dest).map_err(|e| copy_error(dest, &e))
     }
 }
