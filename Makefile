@@ -144,9 +144,9 @@ fuzz-query: models tools
 SOAK_HISTORY ?= $(CURDIR)/../shared/data/revisions/18f-handbook/all.jsonl.gz
 soak: models
 	$(CARGO) test --locked -p casement --test soak -- --ignored --nocapture
-	SOAK_KILLS=$${SOAK_KILLS:-20} SOAK_SYNTHETIC=$${SOAK_SYNTHETIC:-1500} \
+	SOAK_KILLS=$${SOAK_KILLS:-20} SOAK_SYNTHETIC=$${SOAK_SYNTHETIC:-1500} SOAK_PARTITIONS=12 \
 	SOAK_LOG=$${SOAK_LOG:-$(SOAK_HISTORY)} \
-	$(CARGO) test --locked -p casement-indexer --test restart -- --nocapture
+	$(CARGO) test --locked --workspace --test restart -- --nocapture
 
 fmt:
 	$(CARGO) fmt --all

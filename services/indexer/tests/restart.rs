@@ -7,7 +7,8 @@
 //!
 //! `make soak` runs it as the Kafka half of the issue-19 soak: `SOAK_KILLS` kills (5 here),
 //! over `SOAK_LOG` (the sample stream here) plus `SOAK_SYNTHETIC` seeded edits (none here),
-//! reporting the kills that landed during a compaction or an index build.
+//! reporting the kills that landed during a compaction or an index build; `SOAK_PARTITIONS`
+//! (3 here) spreads a long history over more partitions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -26,7 +27,6 @@ const COMPACTION: (&str, &str) = (
     "write-ahead log compacted",
 );
 const BUILD: (&str, &str) = ("building the vector index", "vector index build ended");
-const PARTITIONS: i32 = 3;
 
 fn spawn(config_file: &Path, log: &Path) -> support::KillOnDrop {
     let log = std::fs::OpenOptions::new()
@@ -45,7 +45,7 @@ fn spawn(config_file: &Path, log: &Path) -> support::KillOnDrop {
 }
 
 fn committed_total(bootstrap: &str, group: &str, topic: &str) -> i64 {
-    support::committed(bootstrap, group, topic, PARTITIONS)
+    support::committed(bootstrap, group, topic, partitions())
         .iter()
         .map(|&o| o.max(0))
         .sum()
@@ -62,7 +62,7 @@ fn next(state: &mut u64) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
     let topic = unique("changes");
-    let broker = Broker::start(&[(&topic, PARTITIONS), (&format!("{topic}.dlq"), 1)]);
+    let broker = Broker::start(&[(&topic, partitions()), (&format!("{topic}.dlq"), 1)]);
     let dir = tempfile::tempdir().unwrap();
     let group = unique("indexer");
     let mut config = config(&broker.bootstrap, &topic, &group, dir.path());
@@ -90,7 +90,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
         .await
         .unwrap()
         .published as i64;
-    support::assert_log_complete(&broker.bootstrap, &topic, PARTITIONS);
+    support::assert_log_complete(&broker.bootstrap, &topic, partitions());
 
     let mut seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -165,7 +165,7 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
         &broker.bootstrap,
         &group,
         &topic,
-        PARTITIONS,
+        partitions(),
         Duration::from_secs(900),
     )
     .await;
@@ -218,4 +218,10 @@ fn env_number(name: &str, default: u64) -> u64 {
 /// The last `start` line of `log` has no `end` line after it.
 fn open_in(log: &str, (start, end): (&str, &str)) -> bool {
     log.rfind(start).is_some_and(|at| !log[at..].contains(end))
+}
+
+/// Partitions of the topic: 3, or `SOAK_PARTITIONS` (librdkafka's mock cluster keeps at
+/// most 5 MB per partition, so a long history needs more).
+fn partitions() -> i32 {
+    env_number("SOAK_PARTITIONS", 3) as i32
 }
