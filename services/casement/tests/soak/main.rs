@@ -14,16 +14,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod compare;
 mod process;
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use casement_events::revision_log::LogEvent;
 use casement_inference::Embed;
-use casement_store::{EdgeStore, Store};
+use casement_store::EdgeStore;
 use casement_testkit::{
     data, final_events, open_store, read_log, rebuild_differences, synthetic_edits, write_log,
 };
@@ -254,7 +253,7 @@ async fn killed_and_restarted_replay_ends_equal_to_a_rebuild() {
     let mut differences = report.differences.clone();
     if let Some((data, _)) = &clean {
         let a = open_store(data, dimension);
-        differences.extend(compare_indexes(&a, &b, &events).await);
+        differences.extend(compare::compare_indexes(&a, &b, &events).await);
     }
 
     let during = |what: &str| landed.iter().filter(|k| k.landed_during == what).count();
@@ -341,47 +340,8 @@ fn open_in(log: &str, (start, end): (&str, &str)) -> bool {
 
 /// (total, segments, WAL) bytes allocated under an Edge store directory.
 fn disk_usage(path: &std::path::Path) -> (u64, u64, u64) {
-    fn walk(path: &std::path::Path) -> u64 {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::read_dir(path).map_or(0, |entries| {
-            entries
-                .flatten()
-                .map(|e| match e.metadata() {
-                    Ok(m) if m.is_dir() => walk(&e.path()),
-                    Ok(m) => m.blocks() * 512,
-                    Err(_) => 0,
-                })
-                .sum()
-        })
-    }
-    let (all, wal) = (walk(path), walk(&path.join("wal")));
-    (all, all - wal, wal)
-}
-
-/// The clean run's index against the killed run's, record by record (`SOAK_CLEAN=1`).
-async fn compare_indexes(a: &EdgeStore, b: &EdgeStore, events: &[LogEvent]) -> Vec<String> {
-    let ids: BTreeSet<&str> = events.iter().map(|e| e.doc_id.as_str()).collect();
-    let mut differences = Vec::new();
-    for &doc_id in &ids {
-        let state_a = a.document(doc_id).await.unwrap();
-        let state_b = b.document(doc_id).await.unwrap();
-        if state_a != state_b {
-            differences.push(format!(
-                "{doc_id}: document state differs\n  clean:  {state_a:?}\n  killed: {state_b:?}"
-            ));
-        }
-        let records_a = sorted_records(a, doc_id).await;
-        let records_b = sorted_records(b, doc_id).await;
-        if records_a != records_b {
-            differences.push(format!(
-                "{doc_id}: records differ (clean {}, killed {})\n{}",
-                records_a.len(),
-                records_b.len(),
-                describe_record_difference(&records_a, &records_b)
-            ));
-        }
-    }
-    differences
+    let usage = EdgeStore::disk_usage(path);
+    (usage.total(), usage.segments, usage.wal)
 }
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -396,33 +356,4 @@ fn next(state: &mut u64) -> u64 {
     *state ^= *state << 25;
     *state ^= *state >> 27;
     state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-}
-
-async fn sorted_records(store: &EdgeStore, doc_id: &str) -> Vec<casement_text::SentenceRecord> {
-    let mut records = store.records(doc_id).await.unwrap();
-    records.sort_by_key(|r| r.id);
-    records
-}
-
-fn describe_record_difference(
-    a: &[casement_text::SentenceRecord],
-    b: &[casement_text::SentenceRecord],
-) -> String {
-    let ids_a: BTreeSet<_> = a.iter().map(|r| r.id).collect();
-    let ids_b: BTreeSet<_> = b.iter().map(|r| r.id).collect();
-    let mut lines = Vec::new();
-    for r in a.iter().filter(|r| !ids_b.contains(&r.id)).take(3) {
-        lines.push(format!("  only clean:  r{} {:?}", r.revision, r.sentence));
-    }
-    for r in b.iter().filter(|r| !ids_a.contains(&r.id)).take(3) {
-        lines.push(format!("  only killed: r{} {:?}", r.revision, r.sentence));
-    }
-    let differing = a
-        .iter()
-        .filter_map(|ra| Some((ra, b.iter().find(|rb| rb.id == ra.id)?)))
-        .filter(|(ra, rb)| ra != rb);
-    for (ra, rb) in differing.take(2) {
-        lines.push(format!("  clean:  {ra:?}\n  killed: {rb:?}"));
-    }
-    lines.join("\n")
 }

@@ -9,6 +9,7 @@
 
 mod compact;
 mod read;
+mod schema;
 mod snapshot;
 mod write;
 
@@ -22,18 +23,18 @@ use std::time::Instant;
 
 use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use qdrant_edge::{
-    CreateIndex, Distance, EdgeConfigBuilder, EdgeShard, EdgeSparseVectorParamsBuilder,
-    EdgeVectorParamsBuilder, FieldIndexOperations, JsonPath, Modifier, PayloadFieldSchema,
-    PayloadSchemaType, UpdateOperation,
+    CreateIndex, EdgeShard, FieldIndexOperations, PayloadFieldSchema, PayloadSchemaType,
+    UpdateOperation,
 };
 use uuid::Uuid;
 
 use crate::bm25::Bm25;
 use crate::config::StoreConfig;
 use crate::error::{Error, Result};
-use crate::schema::{DENSE_VECTOR, FieldType, SPARSE_VECTOR, indexed_fields};
+use crate::schema::{FieldType, indexed_fields};
 use crate::{Applied, CompactionStats, Hit, HybridQuery, Store, StoreStats};
 use compact::truncate_wal;
+use schema::{check_schema, edge_config, json_path};
 
 /// The embedded store. Cheap to clone; clones share one engine.
 #[derive(Debug, Clone)]
@@ -277,65 +278,6 @@ impl Inner {
             });
         }
     }
-}
-
-fn json_path(field: &str) -> JsonPath {
-    field
-        .parse()
-        .expect("indexed field names are valid JSON paths")
-}
-
-fn edge_config(dimension: usize, wal_segment_bytes: usize) -> qdrant_edge::EdgeConfig {
-    EdgeConfigBuilder::new()
-        .wal_options(qdrant_edge::WalOptions {
-            segment_capacity: wal_segment_bytes,
-            ..qdrant_edge::WalOptions::default()
-        })
-        .vector(
-            DENSE_VECTOR,
-            EdgeVectorParamsBuilder::new(dimension, Distance::Cosine).build(),
-        )
-        .sparse_vector(
-            SPARSE_VECTOR,
-            EdgeSparseVectorParamsBuilder::new()
-                .modifier(Modifier::Idf)
-                .build(),
-        )
-        .build()
-}
-
-fn check_schema(shard: &EdgeShard, path: &Path, dimension: usize) -> Result<()> {
-    let config = shard.config();
-    let mismatch = |message: String| Error::SchemaMismatch {
-        location: path.display().to_string(),
-        message,
-    };
-    let dense = config
-        .vectors
-        .get(DENSE_VECTOR)
-        .ok_or_else(|| mismatch(format!("it has no dense vector named {DENSE_VECTOR:?}")))?;
-    if dense.size != dimension {
-        return Err(mismatch(format!(
-            "its dense vectors have dimension {}, the embedding model gives {dimension}",
-            dense.size
-        )));
-    }
-    if dense.distance != Distance::Cosine {
-        return Err(mismatch(format!(
-            "its dense distance is {:?}, not cosine",
-            dense.distance
-        )));
-    }
-    let sparse = config
-        .sparse_vectors
-        .get(SPARSE_VECTOR)
-        .ok_or_else(|| mismatch(format!("it has no sparse vector named {SPARSE_VECTOR:?}")))?;
-    if sparse.modifier != Some(Modifier::Idf) {
-        return Err(mismatch(
-            "its BM25 sparse vector lacks the IDF modifier".into(),
-        ));
-    }
-    Ok(())
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {

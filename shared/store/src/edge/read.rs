@@ -269,7 +269,7 @@ impl Inner {
 }
 
 /// Bytes on disk of the store under `path`: its write-ahead log, and the rest.
-pub(super) fn disk_usage_of(path: &Path) -> DiskUsage {
+pub(crate) fn disk_usage_of(path: &Path) -> DiskUsage {
     let (all, wal) = (disk_usage(path), disk_usage(&path.join("wal")));
     DiskUsage {
         segments: all.saturating_sub(wal),

@@ -16,6 +16,12 @@ use crate::error::{Error, Result};
 const LOCK_FILE: &str = "casement.lock";
 
 impl EdgeStore {
+    /// Bytes allocated on disk by the store directory at `path` (open or not): the
+    /// write-ahead log, and the rest.
+    pub fn disk_usage(path: &Path) -> crate::DiskUsage {
+        super::read::disk_usage_of(path)
+    }
+
     /// Takes the lock of the store at `path`, which no process may have open (a running
     /// service makes this fail with the reason). While the returned value lives, no
     /// process opens the store.
