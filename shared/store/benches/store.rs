@@ -1,5 +1,8 @@
 //! `make bench-store`: Qdrant Edge with the default settings (write-ahead log flushed after
-//! every plan, HNSW built in the background past 20k unindexed points).
+//! every plan, HNSW built in the background past 20k unindexed points) and, when
+//! `QDRANT_URL` names a Qdrant server (gRPC), the same scenario against the server backend
+//! in a collection of its own (its disk is read from the server's storage directory when
+//! `QDRANT_STORAGE` names it), printed side by side.
 //!
 //! Points are real: the SQuAD v1.1 dev articles segmented by the text core (sentence
 //! payloads with their windows, BM25 sparse vectors of sentence + context), copied under
@@ -8,12 +11,15 @@
 //! each copy a perturbed one; a query vector is a perturbed vector of a random sentence,
 //! and its text a SQuAD question. Reports upsert throughput, hybrid query latency
 //! (p50/p95/p99, one client, after the index is built) at 10k and 100k points and disk
-//! use per 100k points; writes `target/bench/store.json`.
+//! use per 100k points; writes `target/bench/store.json` (the server's figures under
+//! `server`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use casement_store::{EdgeStore, HybridQuery, QueryFilter, Store, StoreConfig};
+use casement_store::{
+    AnyStore, DiskUsage, EdgeStore, HybridQuery, QueryFilter, ServerStore, Store, StoreConfig,
+};
 use casement_text::{ChangePlan, Format, Revision, TextConfig, hash_hex, plan_upsert};
 use serde::Deserialize;
 use serde_json::json;
@@ -21,14 +27,14 @@ use serde_json::json;
 const DIMENSION: usize = 384;
 const QUERIES: usize = 1_000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Article {
     title: String,
     text: String,
     qas: Vec<Qa>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Qa {
     question: String,
 }
@@ -119,7 +125,7 @@ impl Loader {
         (plan, vectors)
     }
 
-    async fn load_until(&mut self, store: &EdgeStore, target: usize) {
+    async fn load_until(&mut self, store: &AnyStore, target: usize) {
         while self.points < target {
             let (plan, vectors) = self.plan();
             let started = Instant::now();
@@ -131,7 +137,7 @@ impl Loader {
 }
 
 async fn measure_queries(
-    store: &EdgeStore,
+    store: &AnyStore,
     questions: &[String],
     sentences: &[String],
 ) -> serde_json::Value {
@@ -165,6 +171,125 @@ async fn measure_queries(
     })
 }
 
+/// One backend under test: the store and where its bytes on disk can be read.
+struct Backend {
+    name: &'static str,
+    store: AnyStore,
+    settings: serde_json::Value,
+    disk: Box<dyn Fn() -> Option<DiskUsage>>,
+}
+
+/// A Qdrant server at `QDRANT_URL` (gRPC), in a collection of its own; its disk is read
+/// from `QDRANT_STORAGE` (the server's storage directory) when that is set.
+async fn server_backend(url: String) -> Backend {
+    let mut config = StoreConfig {
+        backend: casement_store::Backend::Server,
+        collection: format!("casement_bench_{}", std::process::id()),
+        ..StoreConfig::default()
+    };
+    config.server.url = url.clone();
+    let store = ServerStore::open(&config, DIMENSION)
+        .await
+        .unwrap_or_else(|e| panic!("QDRANT_URL={url}: {e}"));
+    // A collection left by an interrupted run of this process id starts empty.
+    store.delete_collection().await.expect("delete collection");
+    let store = ServerStore::open(&config, DIMENSION).await.expect("open");
+    let storage = std::env::var_os("QDRANT_STORAGE").map(PathBuf::from);
+    if storage.is_none() {
+        println!("QDRANT_STORAGE is not set: the server's disk use is not reported");
+    }
+    let collection = config.collection.clone();
+    Backend {
+        name: "server",
+        store: AnyStore::Server(store),
+        settings: json!({ "url": url, "collection": collection }),
+        disk: Box::new(move || {
+            let dir = storage.as_ref()?.join("collections").join(&collection);
+            // The collection's one shard keeps its write-ahead log in `0/wal`.
+            let all = EdgeStore::disk_usage(&dir).total();
+            let wal = EdgeStore::disk_usage(&dir.join("0")).wal;
+            Some(DiskUsage {
+                segments: all.saturating_sub(wal),
+                wal,
+            })
+        }),
+    }
+}
+
+/// Loads 10k then 100k points into `backend`, building the index and measuring queries
+/// at each size; the loader starts from the same seed for every backend, so each gets the
+/// same points and the same queries.
+async fn run(
+    backend: &Backend,
+    articles: &[Article],
+    questions: &[String],
+    sentences: &[String],
+) -> serde_json::Value {
+    let store = &backend.store;
+    let mut loader = Loader {
+        articles: articles.to_vec(),
+        next: 0,
+        rng: Rng(42),
+        points: 0,
+        busy: Duration::ZERO,
+    };
+    let mut query_ms = serde_json::Map::new();
+    let mut index_build_s = serde_json::Map::new();
+    for (label, target) in [("10k", 10_000), ("100k", 100_000)] {
+        let started = Instant::now();
+        loader.load_until(store, target).await;
+        println!(
+            "{}: loaded {} points ({:.1} s of writes so far, {:.1} s this phase)",
+            backend.name,
+            loader.points,
+            loader.busy.as_secs_f64(),
+            started.elapsed().as_secs_f64()
+        );
+        let optimising = Instant::now();
+        store.optimize().await.expect("optimize");
+        let built = optimising.elapsed().as_secs_f64();
+        println!("{}: index built in {built:.1} s", backend.name);
+        index_build_s.insert(label.to_owned(), json!(built));
+        let figures = measure_queries(store, questions, sentences).await;
+        println!("{}: hybrid query at {label}: {figures}", backend.name);
+        query_ms.insert(label.to_owned(), figures);
+    }
+    let upsert_points_per_s = loader.points as f64 / loader.busy.as_secs_f64();
+    let stats = store.stats().await.expect("stats");
+    let mut report = serde_json::Map::new();
+    if let Some(usage) = (backend.disk)() {
+        let disk = usage.total() as f64;
+        println!(
+            "{}: disk {:.1} MiB in all, of which write-ahead log {:.1} MiB",
+            backend.name,
+            disk / (1 << 20) as f64,
+            usage.wal as f64 / (1 << 20) as f64
+        );
+        report.insert("wal_bytes".into(), json!(usage.wal));
+        report.insert(
+            "disk_bytes_per_100k".into(),
+            json!(disk * 100_000.0 / stats.points as f64),
+        );
+    }
+    report.insert("points".into(), json!(stats.points));
+    report.insert("documents".into(), json!(stats.documents));
+    report.insert("upsert_points_per_s".into(), json!(upsert_points_per_s));
+    report.insert(
+        "index_build_s".into(),
+        serde_json::Value::Object(index_build_s),
+    );
+    report.insert("query_ms".into(), serde_json::Value::Object(query_ms));
+    report.insert("settings".into(), backend.settings.clone());
+    serde_json::Value::Object(report)
+}
+
+fn mib(bytes: Option<f64>) -> String {
+    bytes.map_or_else(
+        || "n/a".to_owned(),
+        |b| format!("{:.1}", b / (1 << 20) as f64),
+    )
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let path = shared_data().join("squad/dev-v1.1.articles.jsonl");
@@ -178,61 +303,97 @@ async fn main() {
         .iter()
         .flat_map(|a| a.qas.iter().map(|q| q.question.clone()))
         .collect();
+    let sentences: Vec<String> = {
+        let mut loader = Loader {
+            articles: articles.clone(),
+            next: 0,
+            rng: Rng(42),
+            points: 0,
+            busy: Duration::ZERO,
+        };
+        (0..articles.len())
+            .flat_map(|_| loader.plan().0.embed.into_iter().map(|r| r.sentence))
+            .collect()
+    };
+    println!("distinct sentences in SQuAD dev: {}", sentences.len());
+
     let dir = tempfile::tempdir().expect("temp dir");
     let mut config = StoreConfig::default();
     config.edge.path = dir.path().join("index");
-    let store = EdgeStore::open(&config, DIMENSION).expect("open");
-    let mut loader = Loader {
-        articles,
-        next: 0,
-        rng: Rng(42),
-        points: 0,
-        busy: Duration::ZERO,
-    };
-    let sentences: Vec<String> = (0..loader.articles.len())
-        .flat_map(|_| loader.plan().0.embed.into_iter().map(|r| r.sentence))
-        .collect();
-    loader.next = 0;
-    println!("distinct sentences in SQuAD dev: {}", sentences.len());
-
-    let mut report = serde_json::Map::new();
-    let mut query_ms = serde_json::Map::new();
-    for (label, target) in [("10k", 10_000), ("100k", 100_000)] {
-        let started = Instant::now();
-        loader.load_until(&store, target).await;
-        println!(
-            "loaded {} points ({:.1} s of writes so far, {:.1} s this phase)",
-            loader.points,
-            loader.busy.as_secs_f64(),
-            started.elapsed().as_secs_f64()
-        );
-        let optimising = Instant::now();
-        store.optimize().await.expect("optimize");
-        println!("index built in {:.1} s", optimising.elapsed().as_secs_f64());
-        let figures = measure_queries(&store, &questions, &sentences).await;
-        println!("hybrid query at {label}: {figures}");
-        query_ms.insert(label.to_owned(), figures);
+    let edge_path = config.edge.path.clone();
+    let mut backends = vec![Backend {
+        name: "edge",
+        store: AnyStore::Edge(EdgeStore::open(&config, DIMENSION).expect("open")),
+        settings: json!({
+            "sync_writes": config.edge.sync_writes,
+            "index_after_points": config.edge.index_after_points,
+        }),
+        disk: Box::new(move || Some(EdgeStore::disk_usage(&edge_path))),
+    }];
+    match std::env::var("QDRANT_URL") {
+        Ok(url) if !url.is_empty() => backends.push(server_backend(url).await),
+        _ => println!("QDRANT_URL is not set: Qdrant Edge only"),
     }
-    let upsert_points_per_s = loader.points as f64 / loader.busy.as_secs_f64();
-    let stats = store.stats().await.expect("stats");
-    let usage = stats.disk.unwrap_or_default();
-    let disk = usage.total() as f64;
-    let disk_per_100k = disk * 100_000.0 / stats.points as f64;
-    let wal = usage.wal;
-    println!(
-        "disk: {:.1} MiB in all, of which write-ahead log {:.1} MiB",
-        disk / (1 << 20) as f64,
-        wal as f64 / (1 << 20) as f64
+
+    let mut reports = Vec::new();
+    for backend in &backends {
+        reports.push(run(backend, &articles, &questions, &sentences).await);
+    }
+    for backend in &backends {
+        if let AnyStore::Server(store) = &backend.store {
+            store.delete_collection().await.expect("delete collection");
+        }
+    }
+
+    println!();
+    let names: Vec<&str> = backends.iter().map(|b| b.name).collect();
+    println!("| figure | {} | target |", names.join(" | "));
+    println!("|---|{}---|", "---|".repeat(names.len()));
+    let row = |figure: &str, cell: &dyn Fn(&serde_json::Value) -> String, target: &str| {
+        let cells: Vec<String> = reports.iter().map(cell).collect();
+        println!("| {figure} | {} | {target} |", cells.join(" | "));
+    };
+    row(
+        "upsert (points/s, durable per plan)",
+        &|r| format!("{:.0}", r["upsert_points_per_s"].as_f64().unwrap_or(0.0)),
+        "≥ 5,000",
     );
-    report.insert("wal_bytes".into(), json!(wal));
-    report.insert("points".into(), json!(stats.points));
-    report.insert("documents".into(), json!(stats.documents));
-    report.insert("upsert_points_per_s".into(), json!(upsert_points_per_s));
-    report.insert(
-        "query_ms".into(),
-        serde_json::Value::Object(query_ms.clone()),
+    for label in ["10k", "100k"] {
+        row(
+            &format!("hybrid query at {label} p50 / p95 / p99 (ms)"),
+            &|r| {
+                let q = &r["query_ms"][label];
+                format!(
+                    "{:.2} / {:.2} / {:.2}",
+                    q["p50"].as_f64().unwrap_or(0.0),
+                    q["p95"].as_f64().unwrap_or(0.0),
+                    q["p99"].as_f64().unwrap_or(0.0)
+                )
+            },
+            "p95 ≤ 10 at 100k",
+        );
+        row(
+            &format!("index build after loading {label} (s)"),
+            &|r| format!("{:.1}", r["index_build_s"][label].as_f64().unwrap_or(0.0)),
+            "",
+        );
+    }
+    row(
+        "disk per 100k points (MiB)",
+        &|r| mib(r["disk_bytes_per_100k"].as_f64()),
+        "",
     );
-    report.insert("disk_bytes_per_100k".into(), json!(disk_per_100k));
+    row(
+        "of which write-ahead log, at the end (MiB)",
+        &|r| mib(r["wal_bytes"].as_f64()),
+        "",
+    );
+
+    // The Edge figures stay at the top level (as before a server scenario existed).
+    let mut report = match reports[0].clone() {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("a report is an object"),
+    };
     report.insert(
         "settings".into(),
         json!({
@@ -244,24 +405,8 @@ async fn main() {
             "queries": QUERIES,
         }),
     );
-
-    println!();
-    println!("| figure | value | target |");
-    println!("|---|---|---|");
-    println!("| upsert (points/s, flushed per plan) | {upsert_points_per_s:.0} | ≥ 5,000 |");
-    for label in ["10k", "100k"] {
-        let q = &query_ms[label];
-        println!(
-            "| hybrid query at {label} p50 / p95 / p99 (ms) | {:.2} / {:.2} / {:.2} | p95 ≤ 10 at 100k |",
-            q["p50"].as_f64().unwrap_or(0.0),
-            q["p95"].as_f64().unwrap_or(0.0),
-            q["p99"].as_f64().unwrap_or(0.0)
-        );
+    if let Some(server) = reports.get(1) {
+        report.insert("server".into(), server.clone());
     }
-    println!(
-        "| disk per 100k points (MiB) | {:.1} | |",
-        disk_per_100k / (1 << 20) as f64
-    );
-
     casement_testkit::write_bench_json("store.json", &report);
 }

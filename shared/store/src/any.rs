@@ -39,12 +39,12 @@ impl AnyStore {
         }
     }
 
-    /// Builds the vector index now and returns when it is done (Edge; a server's optimizer
-    /// runs on its own).
+    /// Builds the vector index now and returns when it is done (Edge); on a server, whose
+    /// optimizer runs on its own, waits until it is done.
     pub async fn optimize(&self) -> Result<bool> {
         match self {
             Self::Edge(store) => store.optimize().await,
-            Self::Server(_) => Ok(false),
+            Self::Server(store) => store.optimize().await,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use qdrant_client::qdrant::{
-    CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, Distance,
+    CollectionStatus, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, Distance,
     FieldType as QdrantFieldType, Modifier, SparseVectorParamsBuilder, SparseVectorsConfigBuilder,
     VectorParamsBuilder, VectorsConfigBuilder, vectors_config::Config as VectorsConfigKind,
 };
@@ -82,6 +82,36 @@ impl ServerStore {
         };
         store.ensure_collection(&config.indexed_metadata).await?;
         Ok(store)
+    }
+
+    /// Waits until the server's optimizer has nothing left to do for the collection
+    /// (status green: segments merged and the vector index built) and returns whether it
+    /// had to wait. A server optimises on its own; this is for a backfill's end and for
+    /// benchmarks, which measure searches over a built index.
+    pub async fn optimize(&self) -> Result<bool> {
+        let mut waited = false;
+        loop {
+            let info = self
+                .client
+                .collection_info(&self.collection)
+                .await
+                .map_err(grpc("collection info"))?
+                .result;
+            let status = info.map_or(0, |info| info.status);
+            match CollectionStatus::try_from(status) {
+                Ok(CollectionStatus::Green | CollectionStatus::Grey) => return Ok(waited),
+                Ok(CollectionStatus::Red) => {
+                    return Err(Error::backend(
+                        "collection info",
+                        format!("collection {:?} is red on the server", self.collection),
+                    ));
+                }
+                _ => {
+                    waited = true;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
     }
 
     /// Drops the whole collection (tests and tear-down; the indexer never calls it).
