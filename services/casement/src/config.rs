@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use casement_config::logging::LogConfig;
 use casement_events::DecodeConfig;
 use casement_inference::EmbedderConfig;
-use casement_pipeline::{EnrichConfig, PipelineConfig};
+use casement_pipeline::{EnrichConfig, FetchConfig, PipelineConfig};
 use casement_query::config::{
     AuthConfig, EvalConfig, Limits, QueryConfig, RerankConfig, SearchConfig,
 };
@@ -35,6 +35,9 @@ pub struct CasementConfig {
     pub pipeline: PipelineConfig,
     pub enrich: EnrichConfig,
     pub text: TextConfig,
+    /// Where the content of revisions that events only name is fetched (a MediaWiki's
+    /// `page_change` events); off while `api_url` is empty.
+    pub fetch: FetchConfig,
     /// One embedding model for indexing and queries.
     pub embedder: EmbedderConfig,
     /// `store.edge.path` empty means `<data_dir>/index`.
@@ -59,6 +62,7 @@ impl Default for CasementConfig {
             events: DecodeConfig::default(),
             pipeline: PipelineConfig::default(),
             enrich: EnrichConfig::default(),
+            fetch: FetchConfig::default(),
             text: TextConfig::default(),
             embedder: EmbedderConfig::default(),
             store,
@@ -287,6 +291,7 @@ impl casement_config::Config for CasementConfig {
         self.events.validate()?;
         self.pipeline.validate()?;
         self.enrich.validate()?;
+        self.fetch.validate()?;
         self.text.validate()?;
         self.store().validate()?;
         casement_config::Config::validate(&self.query())

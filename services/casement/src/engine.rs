@@ -71,6 +71,7 @@ impl Engine {
             pipeline: &config.pipeline,
             enrich: &config.enrich,
             text: &config.text,
+            fetch: &config.fetch,
         };
         let processor = factory::processor(
             processor_config,

@@ -3,6 +3,7 @@
 use casement_events::DecodeConfig;
 use casement_inference::EmbedderConfig;
 pub use casement_pipeline::config::{EnrichConfig, EnrichMode, LlmConfig, PipelineConfig};
+pub use casement_pipeline::fetch::FetchConfig;
 use casement_store::StoreConfig;
 use casement_text::TextConfig;
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,9 @@ pub struct IndexerConfig {
     pub admin: AdminConfig,
     pub log: LogConfig,
     pub text: TextConfig,
+    /// Where the content of revisions that events only name is fetched (MediaWiki's
+    /// EventBus `page_change` topics); off while `api_url` is empty.
+    pub fetch: FetchConfig,
 }
 
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
@@ -167,6 +171,7 @@ impl casement_config::Config for IndexerConfig {
         }
         self.pipeline.validate()?;
         self.enrich.validate()?;
+        self.fetch.validate()?;
         self.embedder.validate()?;
         self.store.validate()?;
         self.text.validate()

@@ -41,6 +41,7 @@ pub fn processor_config(config: &IndexerConfig) -> ProcessorConfig<'_> {
         pipeline: &config.pipeline,
         enrich: &config.enrich,
         text: &config.text,
+        fetch: &config.fetch,
     }
 }
 

@@ -162,7 +162,14 @@ async fn malformed_events_are_dead_lettered_and_every_format_and_fence_applies()
     let v2 = "# Reset\n\nHold the button for twenty seconds. The light blinks twice.\n";
     let oversize = native("upsert", "kb/big", 1, &"Too long. ".repeat(8000));
     let no_doc_id = br#"{"type":"upsert","revision":1,"format":"text","content":"x"}"#;
-    let page_change = shared_event("wikimedia/examples/mediawiki-page-change-1.2.0.example1.json");
+    // The published page_change example, as an article (it is a redirect page, which
+    // would delete), without its content: no fetch.api_url is set, so no_content.
+    let mut page_change: Value = serde_json::from_str(&shared_event(
+        "wikimedia/examples/mediawiki-page-change-1.2.0.example1.json",
+    ))
+    .unwrap();
+    page_change["page"]["is_redirect"] = json!(false);
+    let page_change = page_change.to_string();
     let mut with_content: Value = serde_json::from_str(&page_change).unwrap();
     with_content["revision"]["content_slots"]["main"]["content_body"] =
         json!("'''Example''' is a page.\n\n== History ==\nIt was edited twice.");

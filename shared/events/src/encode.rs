@@ -3,9 +3,11 @@
 
 use crate::{Change, Event, NativeEvent, NativeType};
 
-/// The native event of `event`, as JSON bytes.
+/// The native event of `event`, as JSON bytes (`None` for a revision to fetch, which only
+/// comes from bytes of its own format, kept as they came).
 pub fn native_json(event: &Event) -> Option<Vec<u8>> {
     let native = match &event.change {
+        Change::Fetch(_) => return None,
         Change::Upsert(revision) => NativeEvent {
             kind: NativeType::Upsert,
             doc_id: revision.doc_id.clone(),

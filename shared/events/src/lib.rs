@@ -7,8 +7,9 @@
 //! - **CloudEvents 1.0**, structured JSON mode, with a native event as `data`;
 //! - **Debezium** change events (`before` / `after` / `op`), columns mapped by config; a
 //!   Kafka tombstone (no value) deletes the document named by the key;
-//! - **MediaWiki `page_change`** (create, edit, move, undelete, delete), content from
-//!   `revision.content_slots.main.content_body`.
+//! - **MediaWiki `page_change`** (create, edit, move, undelete, delete,
+//!   visibility_change), content from `revision.content_slots.main.content_body` or, when
+//!   the event does not carry it, a revision to fetch ([`Change::Fetch`]).
 //!
 //! Pure: no I/O, so every decoder is tested on the real samples directly.
 
@@ -92,6 +93,9 @@ impl DecodeConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Upsert(Revision),
+    /// Upsert a revision whose content the event does not carry: the pipeline fetches it
+    /// from the wiki (`casement_pipeline::fetch`) once the fence has let it through.
+    Fetch(RevisionRef),
     /// Delete the document. `revision` is `None` when the source does not say (a Debezium
     /// tombstone): the delete then applies at the indexed revision.
     Delete {
@@ -100,6 +104,26 @@ pub enum Change {
         tenant: Option<String>,
         revision: Option<u64>,
     },
+}
+
+/// A wiki revision named by an event without its content: what to fetch, and the
+/// document it becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionRef {
+    /// `<wiki_id>:<page_id>`: stable across moves.
+    pub doc_id: String,
+    pub tenant: Option<String>,
+    /// The revision id: what is fetched, and the document's revision once indexed.
+    pub revision: u64,
+    /// The wiki's host name (`meta.domain`, e.g. `en.wikipedia.org`): which API to ask.
+    pub domain: String,
+    /// The page title as the event gives it (underscores for spaces).
+    pub title: Option<String>,
+    pub url: Option<String>,
+    /// Brings back a document deleted at this same revision: an undelete, or a revision
+    /// whose hidden content is visible again. Any other upsert at a tombstone's revision
+    /// is stale.
+    pub restore: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +139,7 @@ impl Event {
     pub fn revision(&self) -> Option<u64> {
         match &self.change {
             Change::Upsert(revision) => Some(revision.revision),
+            Change::Fetch(reference) => Some(reference.revision),
             Change::Delete { revision, .. } => *revision,
         }
     }
@@ -122,6 +147,7 @@ impl Event {
     pub fn doc_id(&self) -> &str {
         match &self.change {
             Change::Upsert(revision) => &revision.doc_id,
+            Change::Fetch(reference) => &reference.doc_id,
             Change::Delete { doc_id, .. } => doc_id,
         }
     }
@@ -129,8 +155,15 @@ impl Event {
     pub fn tenant(&self) -> Option<&str> {
         match &self.change {
             Change::Upsert(revision) => revision.tenant.as_deref(),
+            Change::Fetch(reference) => reference.tenant.as_deref(),
             Change::Delete { tenant, .. } => tenant.as_deref(),
         }
+    }
+
+    /// Whether the event may bring back a document deleted at its own revision
+    /// ([`RevisionRef::restore`]).
+    pub fn restores(&self) -> bool {
+        matches!(&self.change, Change::Fetch(reference) if reference.restore)
     }
 
     /// The document's identity: its id within its tenant.

@@ -1,7 +1,14 @@
-//! MediaWiki `mediawiki.page_change` (schema 1.x): `create`, `edit`, `move` and `undelete`
-//! upsert the page from `revision.content_slots.main.content_body` (an event without it is
-//! rejected: the stream must be configured to carry content); `delete` deletes it;
-//! `visibility_change` is not an edit of the text and is rejected as unsupported.
+//! MediaWiki `mediawiki.page_change` (schema 1.x), as EventBus publishes it to Kafka and
+//! EventStreams serves it:
+//! - `create`, `edit`, `move` and `undelete` upsert the page: from
+//!   `revision.content_slots.main.content_body` when the event carries it, otherwise as a
+//!   revision to fetch from the wiki ([`Change::Fetch`], once the fence lets it through);
+//!   an undelete may bring back the document deleted at its revision;
+//! - `delete` deletes it; so does an edit that turns the page into a redirect (a redirect
+//!   has nothing to answer with);
+//! - `visibility_change` (emitted for a page's current revision) deletes the document
+//!   when the revision's content is hidden or suppressed, and fetches it again when it is
+//!   visible again.
 //!
 //! The document id is `<wiki_id>:<page_id>` (stable across moves); the revision is
 //! `revision.rev_id`.
@@ -9,7 +16,7 @@
 use casement_text::{Format, Revision};
 use serde_json::Value;
 
-use crate::{Change, Event, EventFormat, Rejection, reject};
+use crate::{Change, Event, EventFormat, Rejection, RevisionRef, reject};
 
 fn text<'a>(json: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter().try_fold(json, |v, key| v.get(key))?.as_str()
@@ -17,6 +24,10 @@ fn text<'a>(json: &'a Value, path: &[&str]) -> Option<&'a str> {
 
 fn number(json: &Value, path: &[&str]) -> Option<u64> {
     path.iter().try_fold(json, |v, key| v.get(key))?.as_u64()
+}
+
+fn flag(json: &Value, path: &[&str]) -> Option<bool> {
+    path.iter().try_fold(json, |v, key| v.get(key))?.as_bool()
 }
 
 pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
@@ -28,21 +39,35 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
     let rev_id = number(&json, &["revision", "rev_id"])
         .ok_or_else(|| reject("schema", "no revision.rev_id"))?;
     let doc_id = format!("{wiki}:{page_id}");
+    let delete = || Change::Delete {
+        doc_id: doc_id.clone(),
+        tenant: None,
+        revision: Some(rev_id),
+    };
+    let fetch = |restore: bool| {
+        Change::Fetch(RevisionRef {
+            doc_id: doc_id.clone(),
+            tenant: None,
+            revision: rev_id,
+            domain: text(&json, &["meta", "domain"]).unwrap_or(wiki).to_owned(),
+            title: text(&json, &["page", "page_title"]).map(str::to_owned),
+            url: text(&json, &["meta", "uri"]).map(str::to_owned),
+            restore,
+        })
+    };
+    let redirect = flag(&json, &["page", "is_redirect"]) == Some(true);
     let change = match kind {
+        "create" | "edit" | "move" | "undelete" if redirect => delete(),
         "create" | "edit" | "move" | "undelete" => {
-            let content = text(
+            let Some(content) = text(
                 &json,
                 &["revision", "content_slots", "main", "content_body"],
-            )
-            .ok_or_else(|| {
-                reject(
-                    "no_content",
-                    format!(
-                        "page_change {kind} of {doc_id} rev {rev_id} has no \
-                             revision.content_slots.main.content_body"
-                    ),
-                )
-            })?;
+            ) else {
+                return Ok(Event {
+                    change: fetch(kind == "undelete"),
+                    format: EventFormat::Mediawiki,
+                });
+            };
             let model = text(
                 &json,
                 &["revision", "content_slots", "main", "content_model"],
@@ -68,10 +93,11 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
                 content: content.to_owned(),
             })
         }
-        "delete" => Change::Delete {
-            doc_id,
-            tenant: None,
-            revision: Some(rev_id),
+        "delete" => delete(),
+        "visibility_change" => match flag(&json, &["revision", "is_content_visible"]) {
+            Some(false) => delete(),
+            _ if redirect => delete(),
+            _ => fetch(true),
         },
         other => {
             return Err(reject(

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use casement_events::{Change, DebeziumColumns, DecodeConfig, EventFormat, decode, detect};
+use casement_events::{
+    Change, DebeziumColumns, DecodeConfig, EventFormat, RevisionRef, decode, detect,
+};
 use casement_text::Format;
 use serde_json::{Value, json};
 
@@ -56,6 +58,7 @@ fn debezium_products_decode_with_mapped_columns() {
             Change::Delete {
                 doc_id, revision, ..
             } => deletes.push((doc_id, revision)),
+            Change::Fetch(reference) => panic!("Debezium rows carry their content: {reference:?}"),
         }
     }
     assert_eq!(upserts, 15);
@@ -84,47 +87,80 @@ fn debezium_products_decode_with_mapped_columns() {
     );
 }
 
+/// A `page_change` without its content (what EventBus and EventStreams publish) names a
+/// revision to fetch; with the content slot filled it upserts directly.
 #[test]
-fn mediawiki_page_change_needs_its_content() {
+fn mediawiki_page_change_upserts_or_names_the_revision_to_fetch() {
     let example = read("wikimedia/examples/mediawiki-page-change-1.2.0.example1.json");
     let mut json: Value = serde_json::from_str(&example).expect("json");
     assert_eq!(detect(&json), EventFormat::Mediawiki);
-    // The published example carries no content body: rejected, with the reason.
-    let rejection = decode(Some(example.as_bytes()), None, &auto()).expect_err("no content");
-    assert_eq!(rejection.reason, "no_content");
-    assert!(rejection.message.contains("content_body"), "{rejection}");
-    // With the content slot filled (a stream configured to carry content), it upserts.
-    json["revision"]["content_slots"]["main"]["content_body"] =
-        json!("'''Example''' is a page.\n\n== History ==\nIt was edited.");
-    let bytes = serde_json::to_vec(&json).expect("json");
-    let event = decode(Some(&bytes), None, &auto()).expect("decodes");
-    let Change::Upsert(revision) = &event.change else {
-        panic!("an edit upserts")
+    let decoded = |json: &Value| {
+        let bytes = serde_json::to_vec(json).expect("json");
+        decode(Some(&bytes), None, &auto())
     };
-    assert_eq!(revision.doc_id, "example:1");
-    assert_eq!(revision.revision, 2);
-    assert_eq!(revision.format, Format::Wikitext);
-    assert_eq!(revision.title.as_deref(), Some("example"));
-    // A delete needs no content.
-    json["page_change_kind"] = json!("delete");
-    let bytes = serde_json::to_vec(&json).expect("json");
-    let event = decode(Some(&bytes), None, &auto()).expect("delete");
+    // The published example is a redirect: nothing to answer with, so it deletes.
     assert_eq!(
-        event.change,
+        decode(Some(example.as_bytes()), None, &auto())
+            .expect("decodes")
+            .change,
         Change::Delete {
             tenant: None,
             doc_id: "example:1".into(),
             revision: Some(2)
         }
     );
-    json["page_change_kind"] = json!("visibility_change");
-    let bytes = serde_json::to_vec(&json).expect("json");
+    json["page"]["is_redirect"] = json!(false);
+    // No content body: a revision to fetch from the wiki named by meta.domain.
+    let event = decoded(&json).expect("decodes");
     assert_eq!(
-        decode(Some(&bytes), None, &auto())
-            .expect_err("not text")
-            .reason,
-        "unsupported"
+        event.change,
+        Change::Fetch(RevisionRef {
+            doc_id: "example:1".into(),
+            tenant: None,
+            revision: 2,
+            domain: "examplewiki".into(),
+            title: Some("example".into()),
+            url: None,
+            restore: false,
+        })
     );
+    assert!(!event.restores());
+    // An undelete may bring back the document deleted at its revision.
+    json["page_change_kind"] = json!("undelete");
+    assert!(decoded(&json).expect("decodes").restores());
+    json["page_change_kind"] = json!("edit");
+    // With the content slot filled (a stream configured to carry content), it upserts.
+    json["revision"]["content_slots"]["main"]["content_body"] =
+        json!("'''Example''' is a page.\n\n== History ==\nIt was edited.");
+    let event = decoded(&json).expect("decodes");
+    let Change::Upsert(revision) = &event.change else {
+        panic!("an edit with content upserts")
+    };
+    assert_eq!(revision.doc_id, "example:1");
+    assert_eq!(revision.revision, 2);
+    assert_eq!(revision.format, Format::Wikitext);
+    assert_eq!(revision.title.as_deref(), Some("example"));
+    // A delete needs no content.
+    let delete = Change::Delete {
+        tenant: None,
+        doc_id: "example:1".into(),
+        revision: Some(2),
+    };
+    json["page_change_kind"] = json!("delete");
+    assert_eq!(decoded(&json).expect("delete").change, delete);
+    // Hiding the current revision's content removes the page from answers; showing it
+    // again fetches it back.
+    json["page_change_kind"] = json!("visibility_change");
+    json["revision"]["is_content_visible"] = json!(false);
+    assert_eq!(decoded(&json).expect("hidden").change, delete);
+    json["revision"]["is_content_visible"] = json!(true);
+    let event = decoded(&json).expect("visible");
+    assert!(matches!(event.change, Change::Fetch(_)) && event.restores());
+    // A kind the schema does not have is rejected, saying which.
+    json["page_change_kind"] = json!("merge");
+    let rejection = decoded(&json).expect_err("unknown kind");
+    assert_eq!(rejection.reason, "unsupported");
+    assert!(rejection.message.contains("merge"), "{rejection}");
 }
 
 /// `recentchange` events carry no text (only sizes and ids): each is rejected, saying so,

@@ -10,6 +10,7 @@ use casement_store::{Store, StoreProbe};
 use casement_text::TextConfig;
 
 use crate::config::{EnrichConfig, PipelineConfig};
+use crate::fetch::{FetchConfig, Fetcher};
 use crate::metrics::Metrics;
 use crate::processor::Processor;
 use crate::stages::batch::{BatchConfig, Batcher};
@@ -31,10 +32,13 @@ pub struct ProcessorConfig<'a> {
     pub pipeline: &'a PipelineConfig,
     pub enrich: &'a EnrichConfig,
     pub text: &'a TextConfig,
+    /// Where revisions that events only name are fetched (`[fetch]`).
+    pub fetch: &'a FetchConfig,
 }
 
 /// The processor over a loaded model and an open store (the all-in-one shares both with
-/// the query service).
+/// the query service), with the fetcher of `[fetch]` when it names an API (started on the
+/// current runtime).
 pub fn processor<S: Store>(
     config: ProcessorConfig<'_>,
     metrics: &Metrics,
@@ -62,7 +66,8 @@ pub fn processor<S: Store>(
         config.text.clone(),
         metrics.clone(),
     )
-    .with_max_document_sentences(config.pipeline.max_document_sentences))
+    .with_max_document_sentences(config.pipeline.max_document_sentences)
+    .with_fetcher(Fetcher::start(config.fetch, metrics.fetch.clone())?))
 }
 
 /// The process's one store probe: it keeps the index gauges (points, documents) and

@@ -3,7 +3,7 @@
 //! the source what it may acknowledge.
 //!
 //! ```text
-//! source ─▶ route (decode) ─▶ lane: fence → read → segment → enrich → plan → embed → write ─▶ ack
+//! source ─▶ route (decode) ─▶ lane: fence → fetch → read → segment → enrich → plan → embed → write ─▶ ack
 //!                     └──────────────▶ dead letters ──────────────────────────────────────────┘
 //! ```
 //!
@@ -24,6 +24,7 @@
 pub mod config;
 pub mod dry_run;
 pub mod factory;
+pub mod fetch;
 pub mod metrics;
 pub mod offsets;
 pub mod outcome;
@@ -34,6 +35,7 @@ pub mod spawn;
 pub mod stages;
 
 pub use config::{EnrichConfig, EnrichMode, LlmConfig, PipelineConfig};
+pub use fetch::{FetchConfig, FetchError, Fetcher};
 pub use metrics::Metrics;
 pub use offsets::Offsets;
 pub use outcome::{Decision, Decisions, Finished, Outcome, Reason, RetryStage, Stage};

@@ -39,6 +39,7 @@ pub struct Metrics {
     pub compactions: IntCounter,
     pub compaction_reclaimed: IntCounter,
     pub compaction_duration: Gauge,
+    pub fetch: crate::fetch::FetchMetrics,
 }
 
 const LATENCY: [f64; 14] = [
@@ -243,6 +244,30 @@ impl Metrics {
                 "casement_index_last_compaction_duration_seconds",
                 "How long the last compaction held writes (and searches, for the reopen).",
             ),
+            fetch: crate::fetch::FetchMetrics {
+                revisions: r.counters(
+                    "casement_indexer_fetches_total",
+                    "Revisions fetched from the wiki, by outcome.",
+                    "outcome",
+                    &["fetched", "gone", "unsupported", "failed"],
+                ),
+                requests: r.counters(
+                    "casement_indexer_fetch_requests_total",
+                    "Requests to the wiki's API, by outcome.",
+                    "outcome",
+                    &["ok", "throttled", "failed"],
+                ),
+                duration: r.histogram(
+                    "casement_indexer_fetch_duration_seconds",
+                    "Duration of one request to the wiki's API.",
+                    &LATENCY,
+                ),
+                batch: r.histogram(
+                    "casement_indexer_fetch_batch_revisions",
+                    "Revisions asked per request to the wiki's API.",
+                    &BATCH,
+                ),
+            },
             registry,
         }
     }

@@ -106,6 +106,7 @@ impl Decisions {
 pub enum Stage {
     Decode,
     Fence,
+    Fetch,
     Read,
     Segment,
     Enrich,
@@ -115,9 +116,10 @@ pub enum Stage {
 }
 
 impl Stage {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Decode,
         Self::Fence,
+        Self::Fetch,
         Self::Read,
         Self::Segment,
         Self::Enrich,
@@ -130,6 +132,7 @@ impl Stage {
         match self {
             Self::Decode => "decode",
             Self::Fence => "fence",
+            Self::Fetch => "fetch",
             Self::Read => "read",
             Self::Segment => "segment",
             Self::Enrich => "enrich",
@@ -145,6 +148,8 @@ impl Stage {
 pub enum RetryStage {
     /// Reading the document's indexed state (the store).
     Fence,
+    /// Fetching the revision's content from the wiki.
+    Fetch,
     /// Reading the document's records (the store).
     Read,
     /// The embedding model.
@@ -156,8 +161,9 @@ pub enum RetryStage {
 }
 
 impl RetryStage {
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Fence,
+        Self::Fetch,
         Self::Read,
         Self::Embed,
         Self::Write,
@@ -167,6 +173,7 @@ impl RetryStage {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Fence => "fence",
+            Self::Fetch => "fetch",
             Self::Read => "read",
             Self::Embed => "embed",
             Self::Write => "write",
@@ -189,10 +196,12 @@ pub enum Reason {
     Text,
     /// The store refused the write for good (not a transient failure).
     Store,
+    /// The revision to fetch is gone from the wiki: deleted, hidden or suppressed.
+    Gone,
 }
 
 impl Reason {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::TooLarge,
         Self::NotUtf8,
         Self::NotJson,
@@ -201,6 +210,7 @@ impl Reason {
         Self::Unsupported,
         Self::Text,
         Self::Store,
+        Self::Gone,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -213,6 +223,7 @@ impl Reason {
             Self::Unsupported => "unsupported",
             Self::Text => "text",
             Self::Store => "store",
+            Self::Gone => "gone",
         }
     }
 

@@ -1,4 +1,5 @@
-//! One event against the index, in document order: fence → read the document's records →
+//! One event against the index, in document order: fence → fetch the content (an event
+//! that only names its revision) → read the document's records →
 //! segment against them → enrich → plan → embed only what the plan says → write. Each step
 //! is a stage of [`crate::stages`], timed under its own label.
 //!
@@ -11,6 +12,7 @@ use casement_events::{Change, Event};
 use casement_store::{Applied, Store};
 use casement_text::TextConfig;
 
+use crate::fetch::{FetchError, Fetcher};
 use crate::metrics::Metrics;
 use crate::outcome::{Decisions, Outcome, Reason, RetryStage, Stage};
 use crate::stages::embed::Embedder;
@@ -32,6 +34,9 @@ pub enum ProcessError {
     /// More sentences than `pipeline.max_document_sentences`.
     #[error("the revision has {sentences} sentences, over pipeline.max_document_sentences = {max}")]
     TooManySentences { sentences: usize, max: usize },
+    /// The revision's content could not be fetched from the wiki.
+    #[error("fetch: {0}")]
+    Fetch(#[from] FetchError),
 }
 
 impl ProcessError {
@@ -45,6 +50,7 @@ impl ProcessError {
         match self {
             Self::Store { source, .. } => source.is_transient(),
             Self::Embed(_) => true,
+            Self::Fetch(error) => matches!(error, FetchError::Unavailable(_)),
             Self::Text(_) | Self::TooManySentences { .. } => false,
         }
     }
@@ -54,6 +60,7 @@ impl ProcessError {
         match self {
             Self::Store { stage, .. } => *stage,
             Self::Embed(_) => RetryStage::Embed,
+            Self::Fetch(_) => RetryStage::Fetch,
             Self::Text(_) | Self::TooManySentences { .. } => RetryStage::Write,
         }
     }
@@ -63,6 +70,9 @@ impl ProcessError {
         match self {
             Self::Text(_) => Reason::Text,
             Self::TooManySentences { .. } => Reason::TooLarge,
+            Self::Fetch(FetchError::Gone(_)) => Reason::Gone,
+            Self::Fetch(FetchError::Unsupported(_)) => Reason::Unsupported,
+            Self::Fetch(_) => Reason::NoContent,
             Self::Store { .. } | Self::Embed(_) => Reason::Store,
         }
     }
@@ -77,6 +87,7 @@ pub struct Processor<S> {
     metrics: Metrics,
     whole_documents: bool,
     max_sentences: usize,
+    fetcher: Option<Fetcher>,
 }
 
 /// Times consecutive stages of one event.
@@ -111,7 +122,15 @@ impl<S: Store> Processor<S> {
             metrics,
             whole_documents: false,
             max_sentences: crate::PipelineConfig::default().max_document_sentences,
+            fetcher: None,
         }
+    }
+
+    /// Where revisions that events name without their content are fetched (none: such
+    /// events are dead-lettered, `no_content`).
+    pub fn with_fetcher(mut self, fetcher: Option<Fetcher>) -> Self {
+        self.fetcher = fetcher;
+        self
     }
 
     /// A revision with more sentences is dead-lettered as too large.
@@ -151,10 +170,25 @@ impl<S: Store> Processor<S> {
             }
             fence::Fenced::Apply { revision, indexed } => (revision, indexed),
         };
+        // The content of a revision the event only names, now that the fence let it by.
+        let fetched = match &event.change {
+            Change::Fetch(reference) => {
+                let fetcher = self.fetcher.as_ref().ok_or(FetchError::NotConfigured)?;
+                let content = fetcher.fetch(&reference.domain, reference.revision).await?;
+                lap.done(Stage::Fetch);
+                Some(crate::fetch::revision_of(reference, content))
+            }
+            _ => None,
+        };
+        let upsert = match &event.change {
+            Change::Upsert(rev) => Some(rev),
+            Change::Fetch(_) => fetched.as_ref(),
+            Change::Delete { .. } => None,
+        };
         let current = read::run(&self.store, event.doc_ref()).await?;
         lap.done(Stage::Read);
-        let plan = match &event.change {
-            Change::Upsert(rev) => {
+        let mut plan = match upsert {
+            Some(rev) => {
                 let segmented = segment::run(&current, rev, &self.text)?;
                 lap.done(Stage::Segment);
                 let sentences = segmented.sentence_count();
@@ -174,10 +208,9 @@ impl<S: Store> Processor<S> {
                     self.whole_documents,
                 )
             }
-            Change::Delete { .. } => {
-                plan::delete(&current, indexed.as_ref(), event.doc_ref(), revision)
-            }
+            None => plan::delete(&current, indexed.as_ref(), event.doc_ref(), revision),
         };
+        plan.restore = event.restores();
         lap.done(Stage::Plan);
         // The revision already indexed, completely: a redelivery, nothing to write.
         if let Some(state) = &indexed

@@ -80,6 +80,7 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
         pipeline: &pipeline,
         enrich: &EnrichConfig::default(),
         text: &TextConfig::default(),
+        fetch: &casement_pipeline::FetchConfig::default(),
     };
     let processor = factory::processor(config, &metrics, model(), store).expect("processor");
     let letters = Arc::new(Letters::default());

@@ -110,6 +110,7 @@ async fn a_backlog_shares_model_batches_and_flushes_and_is_acknowledged_only_whe
         pipeline: &pipeline,
         enrich: &EnrichConfig::default(),
         text: &TextConfig::default(),
+        fetch: &casement_pipeline::FetchConfig::default(),
     };
     let processor =
         factory::processor(config, &metrics, model(), store.clone()).expect("processor");

@@ -253,7 +253,7 @@ pub async fn delete_document<'a, S: Store>(
 
 /// The revision fence at the store: the same rule the pipeline applies before planning.
 pub(crate) fn fence(indexed: Option<&DocumentState>, plan: &ChangePlan) -> Option<Applied> {
-    match casement_text::fence(indexed, plan.revision) {
+    match casement_text::fence_restoring(indexed, plan.revision, plan.restore) {
         casement_text::Fence::Apply => None,
         casement_text::Fence::Stale { indexed_revision } => {
             Some(Applied::Stale { indexed_revision })

@@ -3,6 +3,7 @@
 
 mod rebuild;
 mod synthetic;
+pub mod wiki;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -59,6 +60,7 @@ pub fn processor<S: Store>(
         pipeline: &PipelineConfig::default(),
         enrich,
         text: &TextConfig::default(),
+        fetch: &casement_pipeline::FetchConfig::default(),
     };
     factory::processor(config, metrics, model, store).expect("processor")
 }

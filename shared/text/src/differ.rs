@@ -31,6 +31,9 @@ pub struct ChangePlan {
     pub document: DocumentState,
     /// Sections whose sentence boundaries were taken from the index, not re-segmented.
     pub reused_sections: usize,
+    /// Written even over a tombstone at the same revision: an undelete, which brings back
+    /// a document deleted at the revision it restores ([`crate::fence_restoring`]).
+    pub restore: bool,
 }
 
 /// One write, in the order a store applies them (see [`ChangePlan::operations`]).
@@ -143,6 +146,7 @@ pub fn plan_delete(
             section_count: 0,
         },
         reused_sections: 0,
+        restore: false,
     }
 }
 
@@ -170,6 +174,7 @@ fn diff_records(
             section_count: segmented.sections.len(),
         },
         reused_sections: segmented.reused_sections,
+        restore: false,
     };
     let mut kept = std::collections::HashSet::with_capacity(target.len());
     for record in target {

@@ -74,17 +74,30 @@ impl DocumentState {
 }
 
 pub fn fence(indexed: Option<&DocumentState>, incoming_revision: u64) -> Fence {
+    fence_restoring(indexed, incoming_revision, false)
+}
+
+/// [`fence`], where `restore` lets an upsert bring back a document deleted at its own
+/// revision: an undelete, which restores the revision the delete removed (a wiki's
+/// undelete makes no new revision).
+pub fn fence_restoring(
+    indexed: Option<&DocumentState>,
+    incoming_revision: u64,
+    restore: bool,
+) -> Fence {
     match indexed {
         None => Fence::Apply,
         Some(state) if incoming_revision < state.revision => Fence::Stale {
             indexed_revision: state.revision,
         },
-        // Nothing at the tombstone's own revision changes it: an upsert cannot bring the
-        // document back, and a repeated delete has nothing left to do (a delete cut off
-        // before its tombstone was written left the old state, so it is replanned).
-        Some(state) if state.deleted && incoming_revision == state.revision => Fence::Stale {
-            indexed_revision: state.revision,
-        },
+        // Nothing at the tombstone's own revision changes it but a restore: an upsert cannot
+        // bring the document back, and a repeated delete has nothing left to do (a delete
+        // cut off before its tombstone was written left the old state, so it is replanned).
+        Some(state) if state.deleted && incoming_revision == state.revision && !restore => {
+            Fence::Stale {
+                indexed_revision: state.revision,
+            }
+        }
         Some(_) => Fence::Apply,
     }
 }
@@ -133,5 +146,25 @@ mod tests {
             );
         }
         assert_eq!(fence(Some(&tombstone), 8), Fence::Apply);
+    }
+
+    /// An undelete restores the revision that was deleted: it passes a tombstone at that
+    /// same revision, but never an older one or a newer document.
+    #[test]
+    fn a_restore_passes_only_a_tombstone_at_its_own_revision() {
+        let tombstone = state(7, true);
+        assert_eq!(fence_restoring(Some(&tombstone), 7, true), Fence::Apply);
+        assert_eq!(
+            fence_restoring(Some(&tombstone), 6, true),
+            Fence::Stale {
+                indexed_revision: 7
+            }
+        );
+        assert_eq!(
+            fence_restoring(Some(&state(8, false)), 7, true),
+            Fence::Stale {
+                indexed_revision: 8
+            }
+        );
     }
 }

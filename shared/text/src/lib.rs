@@ -33,7 +33,7 @@ pub use config::{CodeBlocks, TextConfig};
 pub use differ::{
     ChangePlan, Operation, plan_delete, plan_segmented, plan_upsert, segment_against,
 };
-pub use document::{DocRef, DocumentState, Fence, fence};
+pub use document::{DocRef, DocumentState, Fence, fence, fence_restoring};
 pub use error::{Error, Result};
 pub use extract::{BlockKind, ExtractedText, extract};
 pub use hashing::hash_hex;

@@ -171,6 +171,7 @@ impl ChunkIndex {
                 delete: Vec::new(),
                 unchanged: 0,
                 reused_sections: 0,
+                restore: false,
             };
             store.apply(&plan, &vectors).await.expect("chunk write");
             if n % 500 == 499 {

@@ -90,8 +90,12 @@ pub async fn applies_every_format(client: &Client) {
         &client.search("pair the remote", &["kb:remote"]).await,
         "Press both buttons"
     ));
-    let page_change = shared_event("wikimedia/examples/mediawiki-page-change-1.2.0.example1.json");
-    let mut with_content: Value = serde_json::from_str(&page_change).unwrap();
+    let mut with_content: Value = serde_json::from_str(&shared_event(
+        "wikimedia/examples/mediawiki-page-change-1.2.0.example1.json",
+    ))
+    .unwrap();
+    // The published example is a redirect page (which deletes): as an article.
+    with_content["page"]["is_redirect"] = json!(false);
     with_content["revision"]["content_slots"]["main"]["content_body"] =
         json!("'''Example''' is a page.\n\n== History ==\nIt was edited twice.");
     let wiki = post_applied(
@@ -133,8 +137,14 @@ pub async fn applies_every_format(client: &Client) {
 
 /// Bad input: a 4xx with a message, and a line in the dead-letter file of `data_dir`.
 pub async fn rejects_bad_input(client: &Client, data_dir: &Path) {
-    // A real page_change without its content: the wiki's API would have to be asked.
-    let page_change = shared_event("wikimedia/examples/mediawiki-page-change-1.2.0.example1.json");
+    // A real page_change without its content (as an article: the published example is a
+    // redirect page): the wiki's API would have to be asked, and no fetch.api_url is set.
+    let mut page_change: Value = serde_json::from_str(&shared_event(
+        "wikimedia/examples/mediawiki-page-change-1.2.0.example1.json",
+    ))
+    .unwrap();
+    page_change["page"]["is_redirect"] = json!(false);
+    let page_change = page_change.to_string();
     let wrong_type = br#"{"type": "upsert", "doc_id": "kb:x", "revision": "three", "format": "markdown", "content": "x"}"#;
     let bad: [(Vec<u8>, u16, &str); 5] = [
         (b"{\"type\": \"upsert\", ".to_vec(), 400, "not_json"),

@@ -36,8 +36,10 @@ pub async fn run<S: Store>(store: &S, event: &Event) -> Result<Fenced, ProcessEr
             });
         }
     };
-    Ok(match casement_text::fence(indexed.as_ref(), revision) {
-        Fence::Stale { indexed_revision } => Fenced::Stale { indexed_revision },
-        Fence::Apply => Fenced::Apply { revision, indexed },
-    })
+    Ok(
+        match casement_text::fence_restoring(indexed.as_ref(), revision, event.restores()) {
+            Fence::Stale { indexed_revision } => Fenced::Stale { indexed_revision },
+            Fence::Apply => Fenced::Apply { revision, indexed },
+        },
+    )
 }
