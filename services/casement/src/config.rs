@@ -86,6 +86,8 @@ pub struct SourcesConfig {
     pub replay: ReplayConfig,
     pub watch: WatchConfig,
     pub webhook: WebhookConfig,
+    /// A MediaWiki's change stream, followed live (`sources::mediawiki`).
+    pub mediawiki: crate::sources::mediawiki::MediawikiConfig,
 }
 
 /// Revision logs (JSONL, optionally `.gz`, or directories of them) replayed at start.
@@ -292,6 +294,15 @@ impl casement_config::Config for CasementConfig {
         self.pipeline.validate()?;
         self.enrich.validate()?;
         self.fetch.validate()?;
+        self.sources.mediawiki.validate()?;
+        if self.sources.mediawiki.enabled() && !self.fetch.enabled() {
+            return Err(
+                "sources.mediawiki needs fetch.api_url: page_change events carry no content, \
+                 so each revision is fetched from the wiki's API (e.g. \
+                 \"https://{domain}/w/api.php\")"
+                    .into(),
+            );
+        }
         self.text.validate()?;
         self.store().validate()?;
         casement_config::Config::validate(&self.query())

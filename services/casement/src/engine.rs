@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, watch};
 use crate::config::CasementConfig;
 use crate::metrics::LocalMetrics;
 use crate::sources::dead_letters::DeadLetterFile;
+use crate::sources::mediawiki::StreamPosition;
 use crate::sources::{Feeder, LocalAck, Positions};
 
 pub struct Engine {
@@ -29,6 +30,8 @@ pub struct Engine {
     pub pipeline_metrics: Metrics,
     pub local_metrics: LocalMetrics,
     pub dead_letters: Arc<DeadLetterFile>,
+    /// Where the MediaWiki stream resumes (when `[sources.mediawiki]` is on).
+    pub stream_position: Option<Arc<StreamPosition>>,
     /// Replay events finished (durably written, stale or dead-lettered) in this run.
     pub replay_finished: watch::Receiver<u64>,
     /// Events of every source finished in this run.
@@ -84,6 +87,12 @@ impl Engine {
         let offsets = Offsets::default();
         let dead_letters = Arc::new(DeadLetterFile::new(&config.dead_letter_file()));
         let replay_start = positions.replay_next;
+        let stream_position = config.sources.mediawiki.enabled().then(|| {
+            Arc::new(StreamPosition::load(
+                &config.data_dir,
+                &config.sources.mediawiki.stream_url,
+            ))
+        });
         let (observer_tx, observer_rx) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = Shutdown::new();
         let (input, mut tasks) = casement_pipeline::spawn(
@@ -92,7 +101,11 @@ impl Engine {
                 config: config.pipeline.clone(),
                 decode: config.events.clone(),
                 dead_letters: dead_letters.clone(),
-                ack: Arc::new(LocalAck::new(&config.data_dir, positions)),
+                ack: Arc::new(LocalAck::new(
+                    &config.data_dir,
+                    positions,
+                    stream_position.clone(),
+                )),
                 offsets: offsets.clone(),
                 observer: Some(observer_tx),
             },
@@ -112,6 +125,7 @@ impl Engine {
             pipeline_metrics,
             local_metrics,
             dead_letters,
+            stream_position,
             replay_finished,
             all_finished,
             shutdown,

@@ -9,6 +9,7 @@ use casement_pipeline::SourceId;
 pub struct LocalMetrics {
     pub webhook_requests: IntCounterVec,
     pub source_events: IntCounterVec,
+    pub mediawiki: crate::sources::mediawiki::StreamMetrics,
 }
 
 impl LocalMetrics {
@@ -42,6 +43,7 @@ impl LocalMetrics {
         Self {
             webhook_requests,
             source_events,
+            mediawiki: crate::sources::mediawiki::StreamMetrics::new(registry),
         }
     }
 }

@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use crate::config::CasementConfig;
 use crate::engine::Engine;
 use crate::sources::journal::Journal;
-use crate::sources::{Positions, replay, watch::Watcher};
+use crate::sources::{Positions, mediawiki, replay, watch::Watcher};
 use crate::webhook::{self, Webhook};
 use crate::{progress, sample};
 
@@ -27,7 +27,9 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     tokio::pin!(stop);
     let started = Instant::now();
     let sources = &config.sources;
-    let sample_mode = sources.replay.paths.is_empty() && sources.watch.dirs.is_empty();
+    let sample_mode = sources.replay.paths.is_empty()
+        && sources.watch.dirs.is_empty()
+        && !sources.mediawiki.enabled();
     crate::snapshot::check_not_restoring(&config.data_dir)?;
     crate::engine::prepare_data_dir(&config.data_dir)?;
     if sample_mode {
@@ -116,18 +118,30 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
                 eprintln!("stopping during the replay; it resumes where it stopped");
                 replay_task.abort();
                 journal_task.abort();
-                return shutdown(engine, stop_http, server, None).await;
+                return shutdown(engine, stop_http, server, Vec::new()).await;
             }
         }
     } else if !inputs.files.is_empty() {
         eprintln!("the replay finished in an earlier run; nothing to replay");
     }
-    let watcher = if config.sources.watch.dirs.is_empty() {
-        None
-    } else {
+    let mut watchers = Vec::new();
+    if !config.sources.watch.dirs.is_empty() {
         let watcher = Watcher::new(config.watch(), &config.data_dir, engine.feeder.clone());
-        Some(tokio::spawn(watcher.run()))
-    };
+        watchers.push(tokio::spawn(watcher.run()));
+    }
+    if let Some(position) = &engine.stream_position {
+        println!(
+            "following the MediaWiki stream {}",
+            config.sources.mediawiki.stream_url
+        );
+        watchers.push(tokio::spawn(mediawiki::run(
+            config.sources.mediawiki.clone(),
+            config.fetch.user_agent.clone(),
+            engine.feeder.clone(),
+            position.clone(),
+            engine.local_metrics.mediawiki.clone(),
+        )));
+    }
     // The golden set once over what was just indexed (for the banner), then periodically.
     let evaluation = match &evaluator {
         Some(evaluator) => {
@@ -156,17 +170,19 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     if let Some((_, periodic)) = evaluation {
         periodic.abort();
     }
-    shutdown(engine, stop_http, server, watcher).await
+    shutdown(engine, stop_http, server, watchers).await
 }
 
+/// Stops the sources (`watchers`: the folder watcher and the MediaWiki stream), then the
+/// HTTP server, then drains the pipeline.
 async fn shutdown(
     engine: Engine,
     stop_http: oneshot::Sender<()>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
-    watcher: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    watchers: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
 ) -> anyhow::Result<()> {
     let _ = stop_http.send(());
-    if let Some(watcher) = watcher {
+    for watcher in watchers {
         watcher.abort();
         let _ = watcher.await;
     }

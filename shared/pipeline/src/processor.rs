@@ -171,7 +171,19 @@ impl<S: Store> Processor<S> {
             fence::Fenced::Apply { revision, indexed } => (revision, indexed),
         };
         // The content of a revision the event only names, now that the fence let it by.
+        // At the revision already indexed (a redelivery), nothing is fetched: the document
+        // state is written last, so its points are complete (a cut-off write left the
+        // previous revision's state, and is fetched and finished).
         let fetched = match &event.change {
+            Change::Fetch(_)
+                if indexed
+                    .as_ref()
+                    .is_some_and(|state| !state.deleted && state.revision == revision) =>
+            {
+                return Ok(Outcome::Stale {
+                    indexed_revision: revision,
+                });
+            }
             Change::Fetch(reference) => {
                 let fetcher = self.fetcher.as_ref().ok_or(FetchError::NotConfigured)?;
                 let content = fetcher.fetch(&reference.domain, reference.revision).await?;

@@ -19,15 +19,19 @@ use crate::outcome::{Finished, Reason};
 /// is one (its messages numbered in the order it sent them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SourceId {
-    Kafka { partition: i32 },
+    Kafka {
+        partition: i32,
+    },
     Replay,
     Watch,
     Webhook,
+    /// A MediaWiki's change stream (Server-Sent Events).
+    Mediawiki,
 }
 
 impl SourceId {
     /// The local sources of the all-in-one.
-    pub const LOCAL: [Self; 3] = [Self::Replay, Self::Watch, Self::Webhook];
+    pub const LOCAL: [Self; 4] = [Self::Replay, Self::Watch, Self::Webhook, Self::Mediawiki];
 
     /// The `source` label and log field.
     pub fn name(self) -> &'static str {
@@ -36,12 +40,13 @@ impl SourceId {
             Self::Replay => "replay",
             Self::Watch => "watch",
             Self::Webhook => "webhook",
+            Self::Mediawiki => "mediawiki",
         }
     }
 
     /// Edits made by people right now (logged one line each), as opposed to a backlog.
     pub fn is_live(self) -> bool {
-        matches!(self, Self::Watch | Self::Webhook)
+        matches!(self, Self::Watch | Self::Webhook | Self::Mediawiki)
     }
 }
 

@@ -14,7 +14,7 @@ use casement_pipeline::{
 };
 use casement_store::{EdgeStore, Store};
 use casement_testkit::wiki::{WikiRevision, WikiStandIn, page_change, wiki_history};
-use casement_testkit::{model, read_log, sample_log};
+use casement_testkit::{model, read_log};
 use casement_text::{Format, Revision, TextConfig, plan_upsert};
 use serde_json::Value;
 
@@ -98,7 +98,7 @@ fn counter(metrics: &Metrics, name: &str, outcome: &str) -> u64 {
     vec.with_label_values(&[outcome]).get()
 }
 
-/// The first 300 revisions of the 18F history as a wiki's edits, each published and then
+/// The first 300 revisions of the 18F history (the 2,025-event sample) as a wiki's edits, each published and then
 /// announced without content: every page in the index equals a rebuild of its latest
 /// revision, and the user agent of the configuration is what the wiki saw.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,10 +107,12 @@ async fn a_history_announced_without_content_is_fetched_and_equals_a_rebuild() {
     let dir = tempfile::tempdir().expect("temp dir");
     let metrics = Metrics::new();
     let processor = processor(dir.path(), &wiki, &metrics);
-    let history: Vec<WikiRevision> = wiki_history(&read_log(&sample_log()))
-        .into_iter()
-        .take(300)
-        .collect();
+    let history: Vec<WikiRevision> = wiki_history(&read_log(&casement_testkit::data(
+        "revisions/18f-handbook/sample.jsonl",
+    )))
+    .into_iter()
+    .take(300)
+    .collect();
     let mut latest: BTreeMap<u64, &WikiRevision> = BTreeMap::new();
     let mut deleted = 0;
     for revision in &history {
@@ -156,7 +158,9 @@ async fn a_history_announced_without_content_is_fetched_and_equals_a_rebuild() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_fetches_are_batched() {
     let wiki = WikiStandIn::start().await;
-    let history = wiki_history(&read_log(&sample_log()));
+    let history = wiki_history(&read_log(&casement_testkit::data(
+        "revisions/18f-handbook/sample.jsonl",
+    )));
     let revisions: Vec<&WikiRevision> = history
         .iter()
         .filter(|r| r.kind != "delete")
@@ -208,7 +212,9 @@ async fn moves_deletes_undeletes_throttling_and_hidden_revisions() {
     let dir = tempfile::tempdir().expect("temp dir");
     let metrics = Metrics::new();
     let processor = processor(dir.path(), &wiki, &metrics);
-    let history = wiki_history(&read_log(&sample_log()));
+    let history = wiki_history(&read_log(&casement_testkit::data(
+        "revisions/18f-handbook/sample.jsonl",
+    )));
     let first = history
         .iter()
         .find(|r| r.kind == "create" && r.content.len() > 600)
@@ -254,13 +260,16 @@ async fn moves_deletes_undeletes_throttling_and_hidden_revisions() {
         rebuild(&moved, &moved.title)
     );
 
-    // An event older than what is indexed fetches nothing.
+    // An event older than what is indexed, or at its revision (a redelivery), fetches
+    // nothing.
     let asked = wiki.requests().len();
-    let outcome = processor
-        .process(&change("edit", first))
-        .await
-        .expect("stale");
-    assert!(matches!(outcome, Outcome::Stale { .. }), "{outcome:?}");
+    for old in [first, &moved] {
+        let outcome = processor
+            .process(&change("edit", old))
+            .await
+            .expect("stale");
+        assert!(matches!(outcome, Outcome::Stale { .. }), "{outcome:?}");
+    }
     assert_eq!(wiki.requests().len(), asked, "a stale event fetched");
 
     // Deleted, then undeleted at the same revision: back in the index.
@@ -357,7 +366,9 @@ async fn without_an_api_an_event_without_content_is_no_content() {
     let store = casement_testkit::open_store(dir.path(), model().dimension());
     let processor =
         casement_testkit::processor(store, model(), &EnrichConfig::default(), &Metrics::new());
-    let history = wiki_history(&read_log(&sample_log()));
+    let history = wiki_history(&read_log(&casement_testkit::data(
+        "revisions/18f-handbook/sample.jsonl",
+    )));
     let error = processor
         .process(&change("create", &history[0]))
         .await

@@ -1,4 +1,5 @@
-//! Local event sources: a revision-log replay, watched folders and the webhook. Each is a
+//! Local event sources: a revision-log replay, watched folders, the webhook and a
+//! MediaWiki's change stream. Each is a
 //! source of the pipeline (`casement_pipeline::source`) with its own [`SourceId`] and its
 //! messages numbered in the order it sends them. Replay and watch hand the pipeline events
 //! they built; the webhook hands it bytes to decode and waits for the outcome. The
@@ -7,6 +8,7 @@
 
 pub mod dead_letters;
 pub mod journal;
+pub mod mediawiki;
 pub mod replay;
 pub mod watch;
 
@@ -76,6 +78,12 @@ impl Feeder {
             Err(_) => Body::Bytes(Some(serde_json::to_vec(&native)?)),
         };
         self.send(source, key, body, resend, None).await
+    }
+
+    /// Sends bytes to decode (a stream's events), with nobody waiting for the outcome.
+    pub async fn send_bytes(&self, source: SourceId, bytes: Vec<u8>) -> anyhow::Result<i64> {
+        self.send(source, None, Body::Bytes(Some(bytes)), false, None)
+            .await
     }
 
     /// Sends bytes to decode (the webhook, its journal); the receiver gets the outcome once
@@ -176,26 +184,37 @@ impl Positions {
     }
 }
 
-/// The pipeline's commits: the replay position goes to `sources.json`. The watch and
-/// webhook sources need none (the watcher keeps its own state; a webhook caller gets its
-/// answer only once the event is durable).
+/// The pipeline's commits: the replay position goes to `sources.json`, the MediaWiki
+/// stream's to `mediawiki.json`. The watch and webhook sources need none (the watcher
+/// keeps its own state; a webhook caller gets its answer only once the event is durable).
 #[derive(Debug)]
 pub struct LocalAck {
     data_dir: PathBuf,
     positions: std::sync::Mutex<Positions>,
+    stream: Option<Arc<mediawiki::StreamPosition>>,
 }
 
 impl LocalAck {
-    pub fn new(data_dir: &Path, positions: Positions) -> Self {
+    pub fn new(
+        data_dir: &Path,
+        positions: Positions,
+        stream: Option<Arc<mediawiki::StreamPosition>>,
+    ) -> Self {
         Self {
             data_dir: data_dir.to_owned(),
             positions: std::sync::Mutex::new(positions),
+            stream,
         }
     }
 }
 
 impl Acknowledge for LocalAck {
     fn commit(&self, positions: &[(SourceId, i64)]) {
+        if let Some(stream) = &self.stream
+            && let Some(&(_, next)) = positions.iter().find(|(s, _)| *s == SourceId::Mediawiki)
+        {
+            stream.committed(next);
+        }
         let Some(&(_, next)) = positions.iter().find(|(s, _)| *s == SourceId::Replay) else {
             return;
         };

@@ -9,6 +9,7 @@
 
 mod bad_disks;
 mod durable;
+mod mediawiki;
 mod prometheus;
 mod replay;
 mod sample;

@@ -1,0 +1,560 @@
+//! A MediaWiki's change stream: an EventStreams-style Server-Sent Events endpoint of
+//! `mediawiki.page_change` events (Wikimedia's public `…/v2/stream/mediawiki.page_change.v1`,
+//! or a wiki's own EventStreams in front of its EventBus topics), followed live.
+//!
+//! - Events that pass the filters (`meta.domain`, namespace, title patterns) go to the
+//!   pipeline as bytes, decoded like any `page_change`; content they do not carry is
+//!   fetched by the pipeline's fetcher (`[fetch]`) once the fence lets them through.
+//! - Resumes after a restart from the last event durably indexed: the pipeline's commits
+//!   move the SSE id kept in `<data_dir>/mediawiki.json`, sent back as `Last-Event-ID`
+//!   (EventStreams' ids are the Kafka offsets of the stream). Events filtered out after
+//!   it are read and filtered again; events delivered twice (a reconnect) are stale.
+//! - Reconnects with exponential backoff (and the server's `retry:` as the first delay)
+//!   when the stream ends, fails or answers an error.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use casement_pipeline::SourceId;
+use prometheus::{Gauge, IntCounter, IntCounterVec, Opts, Registry};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Feeder, read_state, write_state};
+
+/// `[sources.mediawiki]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MediawikiConfig {
+    /// The SSE endpoint of a `page_change` stream, e.g.
+    /// `https://stream.wikimedia.org/v2/stream/mediawiki.page_change.v1`. Empty: off.
+    pub stream_url: String,
+    /// Wikis to index, by `meta.domain` (e.g. `en.wikipedia.org`); empty: every wiki of
+    /// the stream.
+    pub domains: Vec<String>,
+    /// Namespaces to index (`page.namespace_id`): 0 is the articles.
+    pub namespaces: Vec<i64>,
+    /// Page titles to index, as patterns where `*` stands for any text (spaces or
+    /// underscores alike); empty: every page.
+    pub titles: Vec<String>,
+    /// First wait before reconnecting; doubles up to `reconnect_max_ms`.
+    pub reconnect_initial_ms: u64,
+    pub reconnect_max_ms: u64,
+    /// A stream silent this long is reconnected (EventStreams sends a comment at least
+    /// every few seconds).
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for MediawikiConfig {
+    fn default() -> Self {
+        Self {
+            stream_url: String::new(),
+            domains: Vec::new(),
+            namespaces: vec![0],
+            titles: Vec::new(),
+            reconnect_initial_ms: 1_000,
+            reconnect_max_ms: 60_000,
+            idle_timeout_secs: 60,
+        }
+    }
+}
+
+impl MediawikiConfig {
+    pub fn enabled(&self) -> bool {
+        !self.stream_url.is_empty()
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.enabled() && reqwest::Url::parse(&self.stream_url).is_err() {
+            return Err(format!(
+                "sources.mediawiki.stream_url = {:?} is not a URL",
+                self.stream_url
+            ));
+        }
+        if self.reconnect_initial_ms == 0 || self.reconnect_max_ms < self.reconnect_initial_ms {
+            return Err(
+                "sources.mediawiki.reconnect_initial_ms must be above 0 and at most reconnect_max_ms"
+                    .into(),
+            );
+        }
+        if self.idle_timeout_secs == 0 {
+            return Err("sources.mediawiki.idle_timeout_secs must be above 0".into());
+        }
+        Ok(())
+    }
+
+    /// Whether an event of the stream is one to index.
+    fn wants(&self, event: &Value) -> bool {
+        let text = |path: &[&str]| path.iter().try_fold(event, |v, k| v.get(k))?.as_str();
+        if !self.domains.is_empty() {
+            let Some(domain) = text(&["meta", "domain"]) else {
+                return false;
+            };
+            if !self.domains.iter().any(|d| d == domain) {
+                return false;
+            }
+        }
+        let namespace = event
+            .get("page")
+            .and_then(|p| p.get("namespace_id"))
+            .and_then(Value::as_i64);
+        if !self.namespaces.is_empty() && !namespace.is_some_and(|n| self.namespaces.contains(&n)) {
+            return false;
+        }
+        if !self.titles.is_empty() {
+            let title = text(&["page", "page_title"])
+                .unwrap_or("")
+                .replace('_', " ");
+            return self
+                .titles
+                .iter()
+                .any(|pattern| glob(&pattern.replace('_', " "), &title));
+        }
+        true
+    }
+}
+
+/// `*` matches any text; everything else matches itself.
+fn glob(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// The stream's metrics (in `docs/metrics.md`).
+#[derive(Debug, Clone)]
+pub struct StreamMetrics {
+    pub events: IntCounterVec,
+    pub filtered: IntCounter,
+    pub reconnects: IntCounter,
+    pub lag: Gauge,
+}
+
+/// The `page_change_kind` values counted (others count as `other`).
+const KINDS: [&str; 7] = [
+    "create",
+    "edit",
+    "move",
+    "delete",
+    "undelete",
+    "visibility_change",
+    "other",
+];
+
+impl StreamMetrics {
+    #[allow(clippy::expect_used)] // Names are constants: a failure is a programming error.
+    pub fn new(registry: &Registry) -> Self {
+        let events = IntCounterVec::new(
+            Opts::new(
+                "casement_mediawiki_events_total",
+                "Events of the MediaWiki stream handed to the pipeline, by page_change_kind.",
+            ),
+            &["kind"],
+        )
+        .expect("metric");
+        for kind in KINDS {
+            events.with_label_values(&[kind]);
+        }
+        let filtered = IntCounter::new(
+            "casement_mediawiki_filtered_events_total",
+            "Events of the MediaWiki stream left out by the domain, namespace and title filters.",
+        )
+        .expect("metric");
+        let reconnects = IntCounter::new(
+            "casement_mediawiki_stream_reconnects_total",
+            "Reconnections to the MediaWiki stream.",
+        )
+        .expect("metric");
+        let lag = Gauge::new(
+            "casement_mediawiki_stream_lag_seconds",
+            "Now minus the event time (meta.dt) of the last event read from the MediaWiki stream.",
+        )
+        .expect("metric");
+        for metric in [
+            Box::new(events.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(filtered.clone()),
+            Box::new(reconnects.clone()),
+            Box::new(lag.clone()),
+        ] {
+            registry.register(metric).expect("unique metric names");
+        }
+        Self {
+            events,
+            filtered,
+            reconnects,
+            lag,
+        }
+    }
+}
+
+/// What `mediawiki.json` keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Saved {
+    stream_url: String,
+    /// The SSE id of the last event durably handled (sent as `Last-Event-ID`).
+    last_event_id: Option<String>,
+}
+
+/// Where the stream resumes: the SSE ids of the events sent, by their offset in the
+/// pipeline, and the last one the pipeline's commits passed.
+#[derive(Debug)]
+pub struct StreamPosition {
+    path: PathBuf,
+    stream_url: String,
+    inner: Mutex<Position>,
+}
+
+#[derive(Debug, Default)]
+struct Position {
+    sent: BTreeMap<i64, String>,
+    committed_next: i64,
+    saved: Option<String>,
+}
+
+impl StreamPosition {
+    pub fn path(data_dir: &Path) -> PathBuf {
+        data_dir.join("mediawiki.json")
+    }
+
+    /// The saved position of `stream_url` (another stream's starts from now).
+    pub fn load(data_dir: &Path, stream_url: &str) -> Self {
+        let path = Self::path(data_dir);
+        let saved: Saved = read_state(&path);
+        let saved = (saved.stream_url == stream_url)
+            .then_some(saved.last_event_id)
+            .flatten();
+        Self {
+            path,
+            stream_url: stream_url.to_owned(),
+            inner: Mutex::new(Position {
+                saved,
+                ..Position::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Position> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The id to resume after (`Last-Event-ID`).
+    pub fn resume_after(&self) -> Option<String> {
+        self.lock().saved.clone()
+    }
+
+    /// The event of SSE id `id` went to the pipeline as `offset`.
+    fn sent(&self, offset: i64, id: String) {
+        let mut position = self.lock();
+        position.sent.insert(offset, id);
+        // Its commit may have come first.
+        let next = position.committed_next;
+        if offset < next {
+            self.advance(&mut position, next);
+        }
+    }
+
+    /// The pipeline finished every event of the stream below `next`.
+    pub fn committed(&self, next: i64) {
+        let mut position = self.lock();
+        position.committed_next = position.committed_next.max(next);
+        self.advance(&mut position, next);
+    }
+
+    fn advance(&self, position: &mut Position, next: i64) {
+        let Some(id) = position
+            .sent
+            .range(..next)
+            .next_back()
+            .map(|(_, id)| id.clone())
+        else {
+            return;
+        };
+        position.sent = position.sent.split_off(&next);
+        position.saved = Some(id.clone());
+        let saved = Saved {
+            stream_url: self.stream_url.clone(),
+            last_event_id: Some(id),
+        };
+        if let Err(error) = write_state(&self.path, &saved) {
+            tracing::warn!(%error, "cannot save the stream position (events after the last saved one are read again, safely)");
+        }
+    }
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct SseEvent {
+    id: Option<String>,
+    event: Option<String>,
+    data: String,
+}
+
+/// The SSE wire format (the WHATWG HTML standard, "server-sent events"), fed in chunks.
+#[derive(Debug, Default)]
+struct SseParser {
+    buffer: Vec<u8>,
+    current: SseEvent,
+    has_data: bool,
+    /// The server's `retry:` (ms).
+    retry_ms: Option<u64>,
+}
+
+impl SseParser {
+    fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
+        self.buffer.extend_from_slice(chunk);
+        let mut events = Vec::new();
+        while let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+            let mut line: Vec<u8> = self.buffer.drain(..=end).collect();
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            let line = String::from_utf8_lossy(&line).into_owned();
+            if line.is_empty() {
+                if self.has_data {
+                    events.push(std::mem::take(&mut self.current));
+                } else {
+                    self.current = SseEvent::default();
+                }
+                self.has_data = false;
+                continue;
+            }
+            if line.starts_with(':') {
+                continue;
+            }
+            let (field, value) = match line.split_once(':') {
+                Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+                None => (line.as_str(), ""),
+            };
+            match field {
+                "data" => {
+                    if self.has_data {
+                        self.current.data.push('\n');
+                    }
+                    self.current.data.push_str(value);
+                    self.has_data = true;
+                }
+                "id" if !value.contains('\0') => self.current.id = Some(value.to_owned()),
+                "event" => self.current.event = Some(value.to_owned()),
+                "retry" => self.retry_ms = value.parse().ok(),
+                _ => {}
+            }
+        }
+        events
+    }
+}
+
+/// Follows the stream until the task is aborted.
+pub async fn run(
+    config: MediawikiConfig,
+    user_agent: String,
+    feeder: Feeder,
+    position: Arc<StreamPosition>,
+    metrics: StreamMetrics,
+) -> anyhow::Result<()> {
+    let client = reqwest::Client::builder()
+        .user_agent(user_agent)
+        .connect_timeout(Duration::from_secs(10))
+        .build()?;
+    let idle = Duration::from_secs(config.idle_timeout_secs);
+    let mut last_id = position.resume_after();
+    let mut backoff = Duration::from_millis(config.reconnect_initial_ms);
+    let max = Duration::from_millis(config.reconnect_max_ms);
+    loop {
+        let mut request = client
+            .get(&config.stream_url)
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        if let Some(id) = &last_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let mut parser = SseParser::default();
+        match request.send().await {
+            Ok(response) if response.status().is_success() => {
+                tracing::info!(url = %config.stream_url, resume_after = ?last_id, "following the MediaWiki stream");
+                let mut response = response;
+                let mut read = 0;
+                loop {
+                    let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+                        Ok(Ok(Some(chunk))) => chunk,
+                        Ok(Ok(None)) => {
+                            tracing::info!("the MediaWiki stream ended; reconnecting");
+                            break;
+                        }
+                        Ok(Err(error)) => {
+                            tracing::warn!(%error, "the MediaWiki stream failed; reconnecting");
+                            break;
+                        }
+                        Err(_) => {
+                            tracing::warn!(
+                                idle_secs = idle.as_secs(),
+                                "the MediaWiki stream went silent; reconnecting"
+                            );
+                            break;
+                        }
+                    };
+                    for event in parser.push(&chunk) {
+                        if let Some(id) = &event.id {
+                            last_id = Some(id.clone());
+                        }
+                        handle(&config, &feeder, &position, &metrics, event).await?;
+                        read += 1;
+                    }
+                }
+                if read > 0 {
+                    backoff = Duration::from_millis(config.reconnect_initial_ms);
+                }
+            }
+            Ok(response) => {
+                tracing::warn!(status = %response.status(), url = %config.stream_url, "the MediaWiki stream answered an error; reconnecting");
+            }
+            Err(error) => {
+                tracing::warn!(%error, url = %config.stream_url, "cannot reach the MediaWiki stream; reconnecting");
+            }
+        }
+        metrics.reconnects.inc();
+        let wait = parser
+            .retry_ms
+            .map_or(backoff, |ms| Duration::from_millis(ms).max(backoff));
+        tokio::time::sleep(wait).await;
+        backoff = (backoff * 2).min(max);
+    }
+}
+
+async fn handle(
+    config: &MediawikiConfig,
+    feeder: &Feeder,
+    position: &StreamPosition,
+    metrics: &StreamMetrics,
+    event: SseEvent,
+) -> anyhow::Result<()> {
+    if event.event.as_deref().is_some_and(|e| e != "message") {
+        return Ok(());
+    }
+    let json: Option<Value> = serde_json::from_str(&event.data).ok();
+    if let Some(json) = &json {
+        let dt = json
+            .get("meta")
+            .and_then(|m| m.get("dt"))
+            .and_then(Value::as_str)
+            .and_then(|dt| chrono::DateTime::parse_from_rfc3339(dt).ok());
+        if let Some(dt) = dt {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            metrics
+                .lag
+                .set((now - dt.timestamp_millis() as f64 / 1e3).max(0.0));
+        }
+        if !config.wants(json) {
+            metrics.filtered.inc();
+            return Ok(());
+        }
+        let kind = json
+            .get("page_change_kind")
+            .and_then(Value::as_str)
+            .filter(|kind| KINDS.contains(kind))
+            .unwrap_or("other");
+        metrics.events.with_label_values(&[kind]).inc();
+    }
+    // What is not JSON goes to the pipeline all the same: the decoder dead-letters it with
+    // the reason, and the stream goes on.
+    let offset = feeder
+        .send_bytes(SourceId::Mediawiki, event.data.into_bytes())
+        .await?;
+    if let Some(id) = event.id {
+        position.sent(offset, id);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_parser_reads_events_across_chunks() {
+        let mut parser = SseParser::default();
+        let mut events =
+            parser.push(b": ok\n\nevent: message\nid: [{\"offset\":1}]\ndata: {\"a\":");
+        assert!(events.is_empty());
+        events.extend(parser.push(b"1}\r\n\r\ndata: x\ndata: y\nretry: 2500\n\n"));
+        assert_eq!(
+            events,
+            vec![
+                SseEvent {
+                    id: Some("[{\"offset\":1}]".into()),
+                    event: Some("message".into()),
+                    data: "{\"a\":1}".into(),
+                },
+                SseEvent {
+                    id: None,
+                    event: None,
+                    data: "x\ny".into(),
+                },
+            ]
+        );
+        assert_eq!(parser.retry_ms, Some(2500));
+    }
+
+    #[test]
+    fn filters_by_domain_namespace_and_title() {
+        let config = MediawikiConfig {
+            stream_url: "http://localhost/stream".into(),
+            domains: vec!["en.wikipedia.org".into()],
+            titles: vec!["Travel*".into(), "*_policy".into()],
+            ..MediawikiConfig::default()
+        };
+        let event = |domain: &str, namespace: i64, title: &str| {
+            json!({"meta": {"domain": domain},
+                   "page": {"namespace_id": namespace, "page_title": title}})
+        };
+        assert!(config.wants(&event("en.wikipedia.org", 0, "Travel_card")));
+        assert!(config.wants(&event("en.wikipedia.org", 0, "Leave_policy")));
+        assert!(!config.wants(&event("en.wikipedia.org", 0, "Leave_policy_draft")));
+        assert!(!config.wants(&event("de.wikipedia.org", 0, "Travel_card")));
+        assert!(!config.wants(&event("en.wikipedia.org", 1, "Travel_card")));
+        assert!(glob("a*b*c", "aXbYc") && !glob("a*b*c", "aXcYb") && glob("*", ""));
+    }
+
+    #[test]
+    fn the_position_follows_commits_of_sent_events() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let position = StreamPosition::load(dir.path(), "http://s");
+        position.sent(0, "a".into());
+        position.sent(1, "b".into());
+        position.sent(2, "c".into());
+        position.committed(2);
+        assert_eq!(position.resume_after().as_deref(), Some("b"));
+        // A commit past an event not yet recorded as sent: saved when it is.
+        position.committed(4);
+        position.sent(3, "d".into());
+        assert_eq!(
+            StreamPosition::load(dir.path(), "http://s")
+                .resume_after()
+                .as_deref(),
+            Some("d")
+        );
+        // Another stream starts from now.
+        assert_eq!(
+            StreamPosition::load(dir.path(), "http://t").resume_after(),
+            None
+        );
+    }
+}
