@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query eval train-ranker fuzz-query fuzz soak fmt
+.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki eval train-ranker fuzz-query fuzz soak fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -97,6 +97,13 @@ bench-pipeline: models
 ## full 18F history through the Kafka indexer (mock cluster): sentences/s, ratio to the raw
 ## model, peak RSS, disk (needs ../shared/data; about 30 minutes on 2 cores); writes
 ## target/bench/backfill.json. BACKFILL_RUNS=scifact,squad,handbook_folder,history_kafka.
+## Real-time wiki sync (issue 20): the full 18F history as page_change events without content
+## through stand-in EventStreams and Action API servers on loopback into the release binary:
+## events/s, API requests per event, embedded vs whole-page sentences, live freshness p50/p95
+## (needs ../shared/data); writes target/bench/wiki.json.
+bench-wiki: models
+	$(CARGO) bench --locked -p casement --bench wiki
+
 bench-backfill: models
 	$(CARGO) build --release --locked -p casement -p casement-indexer
 	$(CARGO) bench --locked -p casement-indexer --bench backfill

@@ -1,0 +1,279 @@
+//! `make bench-wiki`: real-time wiki sync (issue 20) through the release binary. The 18F
+//! Handbook's full history (5,875 real revisions of 347 pages, `../shared/data`) is served
+//! by the stand-in Action API and announced by the stand-in EventStreams endpoint as
+//! `page_change` events without content (`casement_testkit::wiki`, both on loopback).
+//!
+//! - Backlog: `casement run` follows the stream from its start; reports events/s, API
+//!   requests per event (the batching), revisions fetched, and sentences embedded against
+//!   what re-embedding every revision's whole page would embed.
+//! - Live: then single edits of live pages, one at a time; reports freshness from the
+//!   event's publication on the stream to the revision being searchable (`GET
+//!   /v1/documents`, polled every 5 ms), p50 / p95.
+//!
+//! Writes `target/bench/wiki.json`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use casement_testkit::wiki::{StreamStandIn, WikiRevision, WikiStandIn, page_change, wiki_history};
+use casement_testkit::{data, read_log};
+use casement_text::{Format, Revision, TextConfig, plan_upsert};
+use serde_json::{Value, json};
+
+const WIKI: &str = "handbookwiki";
+const DOMAIN: &str = "handbook.wiki.example";
+const LIVE_EDITS: usize = 100;
+
+struct Service {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Service {
+    async fn metric(&self, series: &str) -> f64 {
+        let Ok(response) = self.http.get(format!("{}/metrics", self.base)).send().await else {
+            return 0.0;
+        };
+        let text = response.text().await.unwrap_or_default();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    async fn finished(&self) -> f64 {
+        let mut total = 0.0;
+        for outcome in ["applied", "deleted", "stale", "dead_lettered"] {
+            total += self
+                .metric(&format!(
+                    "casement_indexer_events_total{{outcome=\"{outcome}\"}}"
+                ))
+                .await;
+        }
+        total
+    }
+
+    async fn revision(&self, doc_id: &str) -> Option<u64> {
+        let response = self
+            .http
+            .get(format!("{}/v1/documents/{doc_id}", self.base))
+            .send()
+            .await
+            .ok()?;
+        let answer: Value = response.json().await.ok()?;
+        answer["revision"].as_u64()
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[index]
+}
+
+/// Sentences a whole-page re-embed would embed: every sentence of every upserted revision.
+fn whole_page_sentences(history: &[WikiRevision]) -> usize {
+    history
+        .iter()
+        .filter(|r| r.kind != "delete")
+        .map(|r| {
+            let revision = Revision {
+                metadata: Default::default(),
+                doc_id: format!("{WIKI}:{}", r.page_id),
+                revision: r.rev_id,
+                title: Some(r.title.clone()),
+                url: None,
+                tenant: None,
+                format: Format::Wikitext,
+                content: r.content.clone(),
+            };
+            plan_upsert(&[], &revision, &TextConfig::default())
+                .map(|(plan, _)| plan.embed.len())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let history = wiki_history(&read_log(&data("revisions/18f-handbook/all.jsonl.gz")));
+    let events = history.len();
+    println!("{events} page_change events of {} pages", {
+        let mut pages: Vec<u64> = history.iter().map(|r| r.page_id).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        pages.len()
+    });
+    let wiki = WikiStandIn::start().await;
+    let stream = StreamStandIn::start().await;
+    // Every revision is on the wiki before the stream is followed (pages are not deleted
+    // on the wiki, so every fetch finds its revision): the figures are the pipeline's.
+    for revision in history.iter().filter(|r| r.kind != "delete") {
+        wiki.publish(revision);
+    }
+    let dt = "2026-11-25T06:00:00Z";
+    for revision in &history {
+        stream.push(&page_change(WIKI, DOMAIN, revision.kind, revision, dt));
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("casement.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = \"{}\"\n[sources.mediawiki]\nstream_url = \"{}\"\ndomains = [\"{DOMAIN}\"]\n\
+             [fetch]\napi_url = \"{}\"\nrequests_per_second = 1000\n\
+             user_agent = \"CasementBench/1.0 (bench; ops@casement.example)\"\n",
+            dir.path().join("data").display(),
+            stream.url,
+            wiki.api_url
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_casement"))
+        .arg("--config")
+        .arg(&config)
+        .arg("run")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .env("CASEMENT__LOG__FILTER", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start casement (make bench-wiki builds it)");
+    let service = Service {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        http: reqwest::Client::new(),
+    };
+    // The backlog, from the first event finished (the model loaded) to the last.
+    let mut first = None;
+    let mut last_report = Instant::now();
+    loop {
+        let finished = service.finished().await;
+        if finished > 0.0 && first.is_none() {
+            first = Some(Instant::now());
+        }
+        if finished >= events as f64 {
+            break;
+        }
+        if last_report.elapsed() > Duration::from_secs(10) {
+            println!("  {finished} of {events} events finished");
+            last_report = Instant::now();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3600),
+            "the backlog did not finish within an hour"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let backlog_s = first.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    let requests = wiki.requests();
+    let asked: usize = requests.iter().map(Vec::len).sum();
+    let fetched = service
+        .metric("casement_indexer_fetches_total{outcome=\"fetched\"}")
+        .await;
+    let embedded = service
+        .metric("casement_indexer_sentences_total{decision=\"embedded\"}")
+        .await;
+    let reused = service
+        .metric("casement_indexer_sentences_total{decision=\"reused\"}")
+        .await;
+    let whole = whole_page_sentences(&history);
+    let upserts = history.iter().filter(|r| r.kind != "delete").count();
+
+    // Live: single edits of live pages, one at a time.
+    let mut live: BTreeMap<u64, WikiRevision> = BTreeMap::new();
+    for revision in &history {
+        if revision.kind == "delete" {
+            live.remove(&revision.page_id);
+        } else {
+            live.insert(revision.page_id, revision.clone());
+        }
+    }
+    let pages: Vec<WikiRevision> = live.into_values().collect();
+    let mut freshness = Vec::with_capacity(LIVE_EDITS);
+    for i in 0..LIVE_EDITS {
+        let page = &pages[(i * 7) % pages.len()];
+        let edit = WikiRevision {
+            rev_id: 10_000_000 + i as u64,
+            content: format!(
+                "{}\n\nLive edit {i}: the policy was reviewed and stays in force.",
+                page.content
+            ),
+            kind: "edit",
+            ..page.clone()
+        };
+        wiki.publish(&edit);
+        let doc_id = format!("{WIKI}:{}", edit.page_id);
+        let published = Instant::now();
+        stream.push(&page_change(WIKI, DOMAIN, "edit", &edit, dt));
+        loop {
+            if service.revision(&doc_id).await == Some(edit.rev_id) {
+                break;
+            }
+            assert!(
+                published.elapsed() < Duration::from_secs(60),
+                "edit {i} not searchable within a minute"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        freshness.push(published.elapsed().as_secs_f64() * 1e3);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    freshness.sort_by(f64::total_cmp);
+    let (p50, p95) = (percentile(&freshness, 0.5), percentile(&freshness, 0.95));
+
+    println!();
+    println!("| figure | value |");
+    println!("|---|---|");
+    println!("| backlog: page_change events (no content) | {events} |");
+    println!(
+        "| backlog: events/s (first to last finished) | {:.1} |",
+        events as f64 / backlog_s.max(1e-9)
+    );
+    println!(
+        "| backlog: API requests / events, revisions per request (mean) | {:.3}, {:.1} |",
+        requests.len() as f64 / events as f64,
+        asked as f64 / requests.len().max(1) as f64
+    );
+    println!("| backlog: revisions fetched / upsert events | {fetched} / {upserts} |");
+    println!(
+        "| backlog: sentences embedded (+ reused from the cache) vs a whole-page re-embed | {embedded} (+ {reused}) vs {whole} ({:.1}%) |",
+        100.0 * embedded / whole.max(1) as f64
+    );
+    println!(
+        "| live: {LIVE_EDITS} single edits, published on the stream → searchable, p50 / p95 (ms) | {p50:.0} / {p95:.0} |"
+    );
+    casement_testkit::write_bench_json(
+        "wiki.json",
+        &json!({
+            "events": events,
+            "backlog_seconds": backlog_s,
+            "events_per_second": events as f64 / backlog_s.max(1e-9),
+            "api_requests": requests.len(),
+            "revisions_asked": asked,
+            "revisions_fetched": fetched,
+            "upsert_events": upserts,
+            "sentences_embedded": embedded,
+            "sentences_reused": reused,
+            "whole_page_sentences": whole,
+            "live_edits": LIVE_EDITS,
+            "freshness_ms": {"p50": p50, "p95": p95},
+        }),
+    );
+}
