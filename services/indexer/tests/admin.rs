@@ -124,7 +124,7 @@ async fn admin_port_serves_health_readiness_and_every_documented_metric() {
     // Label values as well as names: every enumerated label serves exactly the values the
     // docs list (a value the code never records is not pre-registered, and vice versa).
     let labels = metrics_doc::documented_labels(&PREFIXES);
-    assert_eq!(labels.len(), 8, "{labels:?}");
+    assert_eq!(labels.len(), 10, "{labels:?}");
     assert_eq!(
         metrics_doc::served_labels(&metrics, &labels),
         labels,

@@ -138,12 +138,14 @@ pub async fn applies_every_format(client: &Client) {
 /// Bad input: a 4xx with a message, and a line in the dead-letter file of `data_dir`.
 pub async fn rejects_bad_input(client: &Client, data_dir: &Path) {
     // A real page_change without its content (as an article: the published example is a
-    // redirect page): the wiki's API would have to be asked, and no fetch.api_url is set.
+    // redirect page), of a page not indexed yet: the wiki's API would have to be asked,
+    // and no fetch.api_url is set.
     let mut page_change: Value = serde_json::from_str(&shared_event(
         "wikimedia/examples/mediawiki-page-change-1.2.0.example1.json",
     ))
     .unwrap();
     page_change["page"]["is_redirect"] = json!(false);
+    page_change["page"]["page_id"] = json!(2);
     let page_change = page_change.to_string();
     let wrong_type = br#"{"type": "upsert", "doc_id": "kb:x", "revision": "three", "format": "markdown", "content": "x"}"#;
     let bad: [(Vec<u8>, u16, &str); 5] = [
