@@ -8,7 +8,7 @@ use crate::{Change, Event, NativeEvent, NativeType};
 pub fn native_json(event: &Event) -> Option<Vec<u8>> {
     let native = match &event.change {
         Change::Fetch(_) => return None,
-        Change::Upsert(revision) => NativeEvent {
+        Change::Upsert(revision) | Change::Restore(revision) => NativeEvent {
             kind: NativeType::Upsert,
             doc_id: revision.doc_id.clone(),
             revision: revision.revision,

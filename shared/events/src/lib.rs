@@ -93,6 +93,10 @@ impl DecodeConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Upsert(Revision),
+    /// An upsert that may bring back the document deleted at this same revision (a wiki's
+    /// undelete, which makes no new revision); any other upsert at a tombstone's revision
+    /// is stale.
+    Restore(Revision),
     /// Upsert a revision whose content the event does not carry: the pipeline fetches it
     /// from the wiki (`casement_pipeline::fetch`) once the fence has let it through.
     Fetch(RevisionRef),
@@ -138,7 +142,7 @@ impl Event {
     /// Debezium tombstone).
     pub fn revision(&self) -> Option<u64> {
         match &self.change {
-            Change::Upsert(revision) => Some(revision.revision),
+            Change::Upsert(revision) | Change::Restore(revision) => Some(revision.revision),
             Change::Fetch(reference) => Some(reference.revision),
             Change::Delete { revision, .. } => *revision,
         }
@@ -146,7 +150,7 @@ impl Event {
 
     pub fn doc_id(&self) -> &str {
         match &self.change {
-            Change::Upsert(revision) => &revision.doc_id,
+            Change::Upsert(revision) | Change::Restore(revision) => &revision.doc_id,
             Change::Fetch(reference) => &reference.doc_id,
             Change::Delete { doc_id, .. } => doc_id,
         }
@@ -154,16 +158,20 @@ impl Event {
 
     pub fn tenant(&self) -> Option<&str> {
         match &self.change {
-            Change::Upsert(revision) => revision.tenant.as_deref(),
+            Change::Upsert(revision) | Change::Restore(revision) => revision.tenant.as_deref(),
             Change::Fetch(reference) => reference.tenant.as_deref(),
             Change::Delete { tenant, .. } => tenant.as_deref(),
         }
     }
 
     /// Whether the event may bring back a document deleted at its own revision
-    /// ([`RevisionRef::restore`]).
+    /// ([`Change::Restore`], [`RevisionRef::restore`]).
     pub fn restores(&self) -> bool {
-        matches!(&self.change, Change::Fetch(reference) if reference.restore)
+        match &self.change {
+            Change::Restore(_) => true,
+            Change::Fetch(reference) => reference.restore,
+            Change::Upsert(_) | Change::Delete { .. } => false,
+        }
     }
 
     /// The document's identity: its id within its tenant.

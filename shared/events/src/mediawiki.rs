@@ -3,7 +3,8 @@
 //! - `create`, `edit`, `move` and `undelete` upsert the page: from
 //!   `revision.content_slots.main.content_body` when the event carries it, otherwise as a
 //!   revision to fetch from the wiki ([`Change::Fetch`], once the fence lets it through);
-//!   an undelete may bring back the document deleted at its revision;
+//!   an undelete may bring back the document deleted at its revision (`Change::Restore`,
+//!   or a restoring fetch);
 //! - `delete` deletes it; so does an edit that turns the page into a redirect (a redirect
 //!   has nothing to answer with);
 //! - `visibility_change` (emitted for a page's current revision) deletes the document
@@ -82,7 +83,7 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
                     ));
                 }
             };
-            Change::Upsert(Revision {
+            let revision = Revision {
                 metadata: Default::default(),
                 doc_id,
                 revision: rev_id,
@@ -91,7 +92,12 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
                 tenant: None,
                 format,
                 content: content.to_owned(),
-            })
+            };
+            if kind == "undelete" {
+                Change::Restore(revision)
+            } else {
+                Change::Upsert(revision)
+            }
         }
         "delete" => delete(),
         "visibility_change" => match flag(&json, &["revision", "is_content_visible"]) {

@@ -58,7 +58,7 @@ fn debezium_products_decode_with_mapped_columns() {
             Change::Delete {
                 doc_id, revision, ..
             } => deletes.push((doc_id, revision)),
-            Change::Fetch(reference) => panic!("Debezium rows carry their content: {reference:?}"),
+            Change::Fetch(_) | Change::Restore(_) => panic!("Debezium rows are plain upserts"),
         }
     }
     assert_eq!(upserts, 15);
@@ -140,6 +140,11 @@ fn mediawiki_page_change_upserts_or_names_the_revision_to_fetch() {
     assert_eq!(revision.revision, 2);
     assert_eq!(revision.format, Format::Wikitext);
     assert_eq!(revision.title.as_deref(), Some("example"));
+    assert!(!event.restores());
+    // An undelete with its content restores: the same revision, possibly over a tombstone.
+    json["page_change_kind"] = json!("undelete");
+    let event = decoded(&json).expect("decodes");
+    assert!(matches!(&event.change, Change::Restore(r) if r.revision == 2) && event.restores());
     // A delete needs no content.
     let delete = Change::Delete {
         tenant: None,

@@ -193,7 +193,7 @@ impl<S: Store> Processor<S> {
             _ => None,
         };
         let upsert = match &event.change {
-            Change::Upsert(rev) => Some(rev),
+            Change::Upsert(rev) | Change::Restore(rev) => Some(rev),
             Change::Fetch(_) => fetched.as_ref(),
             Change::Delete { .. } => None,
         };

@@ -377,3 +377,55 @@ async fn without_an_api_an_event_without_content_is_no_content() {
     assert!(!error.is_transient());
     assert!(error.to_string().contains("fetch.api_url"), "{error}");
 }
+
+/// An undelete that carries its content (a stream configured with content) restores the
+/// page deleted at its revision too; a plain edit at that revision does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undelete_with_its_content_restores_the_page() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = casement_testkit::open_store(dir.path(), model().dimension());
+    let processor =
+        casement_testkit::processor(store, model(), &EnrichConfig::default(), &Metrics::new());
+    let history = wiki_history(&read_log(&casement_testkit::data(
+        "revisions/18f-handbook/sample.jsonl",
+    )));
+    let page = history
+        .iter()
+        .find(|r| r.kind == "create" && r.content.len() > 600)
+        .expect("a long page");
+    let with_content = |kind: &str| {
+        let mut json = page_change(WIKI, DOMAIN, kind, page, "2026-11-25T06:00:00Z");
+        json["revision"]["content_slots"]["main"]["content_body"] =
+            Value::String(page.content.clone());
+        event(&json)
+    };
+    let doc = doc_id(page);
+    processor
+        .process(&with_content("create"))
+        .await
+        .expect("create");
+    processor
+        .process(&change("delete", page))
+        .await
+        .expect("delete");
+    assert!(stored(&processor, &doc).await.is_empty());
+    let outcome = processor
+        .process(&with_content("edit"))
+        .await
+        .expect("edit");
+    assert!(matches!(outcome, Outcome::Stale { .. }), "{outcome:?}");
+    let outcome = processor
+        .process(&with_content("undelete"))
+        .await
+        .expect("undelete");
+    assert!(matches!(outcome, Outcome::Applied(_)), "{outcome:?}");
+    // The event's own title and no url (no fetch named the page): otherwise a rebuild.
+    let expected: Vec<_> = rebuild(page, &page.title)
+        .into_iter()
+        .map(|record| casement_text::SentenceRecord {
+            url: None,
+            ..record
+        })
+        .collect();
+    assert_eq!(stored(&processor, &doc).await, expected);
+}

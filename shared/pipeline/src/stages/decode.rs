@@ -71,7 +71,9 @@ pub fn run(
 
 fn within_limit(event: Box<Event>, config: &DecodeConfig) -> Result<Decoded, Rejected> {
     match &event.change {
-        Change::Upsert(revision) if revision.content.len() > config.max_event_bytes => {
+        Change::Upsert(revision) | Change::Restore(revision)
+            if revision.content.len() > config.max_event_bytes =>
+        {
             Err(Rejected {
                 reason: Reason::TooLarge,
                 detail: format!(

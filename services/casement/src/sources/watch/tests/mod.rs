@@ -96,7 +96,7 @@ fn sent(output: &mut mpsc::Receiver<SourceMessage>) -> Vec<(String, Option<Strin
         events.push(match event.change {
             Change::Upsert(revision) => (revision.doc_id, Some(revision.content)),
             Change::Delete { doc_id, .. } => (doc_id, None),
-            Change::Fetch(_) => panic!("the watcher sends the files' content"),
+            Change::Fetch(_) | Change::Restore(_) => panic!("the watcher sends plain upserts"),
         });
     }
     events
