@@ -174,7 +174,9 @@ impl<S: Store> Processor<S> {
         // At the revision already indexed (a redelivery), nothing is fetched: the document
         // state is written last, so its points are complete (a cut-off write left the
         // previous revision's state, and is fetched and finished).
-        let fetched = match &event.change {
+        let fetched;
+        let upsert = match &event.change {
+            Change::Upsert(rev) | Change::Restore(rev) => Some(rev),
             Change::Fetch(_)
                 if indexed
                     .as_ref()
@@ -188,13 +190,9 @@ impl<S: Store> Processor<S> {
                 let fetcher = self.fetcher.as_ref().ok_or(FetchError::NotConfigured)?;
                 let content = fetcher.fetch(&reference.domain, reference.revision).await?;
                 lap.done(Stage::Fetch);
-                Some(crate::fetch::revision_of(reference, content))
+                fetched = crate::fetch::revision_of(reference, content);
+                Some(&fetched)
             }
-            _ => None,
-        };
-        let upsert = match &event.change {
-            Change::Upsert(rev) | Change::Restore(rev) => Some(rev),
-            Change::Fetch(_) => fetched.as_ref(),
             Change::Delete { .. } => None,
         };
         let current = read::run(&self.store, event.doc_ref()).await?;

@@ -30,10 +30,30 @@ fn fetch_config(wiki: &WikiStandIn) -> FetchConfig {
     }
 }
 
-fn processor(dir: &std::path::Path, wiki: &WikiStandIn, metrics: &Metrics) -> Processor<EdgeStore> {
+/// The processor on a fresh Edge store in `dir`, with no fetcher.
+fn processor_without_fetch(dir: &std::path::Path, metrics: &Metrics) -> Processor<EdgeStore> {
     let store = casement_testkit::open_store(dir, model().dimension());
     casement_testkit::processor(store, model(), &EnrichConfig::default(), metrics)
+}
+
+fn processor(dir: &std::path::Path, wiki: &WikiStandIn, metrics: &Metrics) -> Processor<EdgeStore> {
+    processor_without_fetch(dir, metrics)
         .with_fetcher(Fetcher::start(&fetch_config(wiki), metrics.fetch.clone()).expect("fetcher"))
+}
+
+/// The 18F sample (2,025 real revisions) as a wiki's history.
+fn history() -> Vec<WikiRevision> {
+    wiki_history(&read_log(&casement_testkit::data(
+        "revisions/18f-handbook/sample.jsonl",
+    )))
+}
+
+/// A page created with some length to it.
+fn long_page(history: &[WikiRevision]) -> &WikiRevision {
+    history
+        .iter()
+        .find(|r| r.kind == "create" && r.content.len() > 600)
+        .expect("a long page")
 }
 
 fn event(json: &Value) -> Event {
@@ -107,12 +127,7 @@ async fn a_history_announced_without_content_is_fetched_and_equals_a_rebuild() {
     let dir = tempfile::tempdir().expect("temp dir");
     let metrics = Metrics::new();
     let processor = processor(dir.path(), &wiki, &metrics);
-    let history: Vec<WikiRevision> = wiki_history(&read_log(&casement_testkit::data(
-        "revisions/18f-handbook/sample.jsonl",
-    )))
-    .into_iter()
-    .take(300)
-    .collect();
+    let history: Vec<WikiRevision> = history().into_iter().take(300).collect();
     let mut latest: BTreeMap<u64, &WikiRevision> = BTreeMap::new();
     let mut deleted = 0;
     for revision in &history {
@@ -158,9 +173,7 @@ async fn a_history_announced_without_content_is_fetched_and_equals_a_rebuild() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_fetches_are_batched() {
     let wiki = WikiStandIn::start().await;
-    let history = wiki_history(&read_log(&casement_testkit::data(
-        "revisions/18f-handbook/sample.jsonl",
-    )));
+    let history = history();
     let revisions: Vec<&WikiRevision> = history
         .iter()
         .filter(|r| r.kind != "delete")
@@ -212,13 +225,8 @@ async fn moves_deletes_undeletes_throttling_and_hidden_revisions() {
     let dir = tempfile::tempdir().expect("temp dir");
     let metrics = Metrics::new();
     let processor = processor(dir.path(), &wiki, &metrics);
-    let history = wiki_history(&read_log(&casement_testkit::data(
-        "revisions/18f-handbook/sample.jsonl",
-    )));
-    let first = history
-        .iter()
-        .find(|r| r.kind == "create" && r.content.len() > 600)
-        .expect("a long page");
+    let history = history();
+    let first = long_page(&history);
     let doc = doc_id(first);
     wiki.publish(first);
     processor
@@ -363,12 +371,8 @@ async fn moves_deletes_undeletes_throttling_and_hidden_revisions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_api_an_event_without_content_is_no_content() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = casement_testkit::open_store(dir.path(), model().dimension());
-    let processor =
-        casement_testkit::processor(store, model(), &EnrichConfig::default(), &Metrics::new());
-    let history = wiki_history(&read_log(&casement_testkit::data(
-        "revisions/18f-handbook/sample.jsonl",
-    )));
+    let processor = processor_without_fetch(dir.path(), &Metrics::new());
+    let history = history();
     let error = processor
         .process(&change("create", &history[0]))
         .await
@@ -383,16 +387,9 @@ async fn without_an_api_an_event_without_content_is_no_content() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undelete_with_its_content_restores_the_page() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = casement_testkit::open_store(dir.path(), model().dimension());
-    let processor =
-        casement_testkit::processor(store, model(), &EnrichConfig::default(), &Metrics::new());
-    let history = wiki_history(&read_log(&casement_testkit::data(
-        "revisions/18f-handbook/sample.jsonl",
-    )));
-    let page = history
-        .iter()
-        .find(|r| r.kind == "create" && r.content.len() > 600)
-        .expect("a long page");
+    let processor = processor_without_fetch(dir.path(), &Metrics::new());
+    let history = history();
+    let page = long_page(&history);
     let with_content = |kind: &str| {
         let mut json = page_change(WIKI, DOMAIN, kind, page, "2026-11-25T06:00:00Z");
         json["revision"]["content_slots"]["main"]["content_body"] =

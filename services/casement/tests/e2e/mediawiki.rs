@@ -127,6 +127,16 @@ async fn follows_a_wiki_through_edits_moves_deletes_throttling_and_restarts() {
     .take(150)
     .collect();
     let mut pages = Pages::default();
+    // Announces a revision on the stream, as EventBus would (no content).
+    let announce = |kind: &str, revision: &WikiRevision| {
+        stream.push(&page_change(
+            WIKI,
+            DOMAIN,
+            kind,
+            revision,
+            "2026-11-25T06:00:00Z",
+        ));
+    };
 
     // 1. Edits, published on the wiki and announced without content; the stream is cut
     // after 60 of them and sends 5 again after the resume. An event of another wiki on the
@@ -151,13 +161,7 @@ async fn follows_a_wiki_through_edits_moves_deletes_throttling_and_restarts() {
         } else {
             wiki.publish(revision);
         }
-        stream.push(&page_change(
-            WIKI,
-            DOMAIN,
-            revision.kind,
-            revision,
-            "2026-11-25T06:00:00Z",
-        ));
+        announce(revision.kind, revision);
         pages.record(revision);
     }
     wait_indexed(&client, &pages, "the first 150 revisions indexed").await;
@@ -232,26 +236,14 @@ async fn follows_a_wiki_through_edits_moves_deletes_throttling_and_restarts() {
     };
     wiki.publish(&moved);
     wiki.move_page(moved.page_id, &moved.title);
-    stream.push(&page_change(
-        WIKI,
-        DOMAIN,
-        "move",
-        &moved,
-        "2026-11-25T06:10:00Z",
-    ));
+    announce("move", &moved);
     pages.record(&moved);
     let deleted = WikiRevision {
         kind: "delete",
         ..second.clone()
     };
     wiki.delete_page(deleted.page_id);
-    stream.push(&page_change(
-        WIKI,
-        DOMAIN,
-        "delete",
-        &deleted,
-        "2026-11-25T06:10:01Z",
-    ));
+    announce("delete", &deleted);
     pages.record(&deleted);
     let throttled = WikiRevision {
         rev_id: 900_002,
@@ -264,13 +256,7 @@ async fn follows_a_wiki_through_edits_moves_deletes_throttling_and_restarts() {
     };
     wiki.throttle(2);
     wiki.publish(&throttled);
-    stream.push(&page_change(
-        WIKI,
-        DOMAIN,
-        "edit",
-        &throttled,
-        "2026-11-25T06:10:02Z",
-    ));
+    announce("edit", &throttled);
     pages.record(&throttled);
     let hidden = WikiRevision {
         rev_id: 900_003,
@@ -279,13 +265,7 @@ async fn follows_a_wiki_through_edits_moves_deletes_throttling_and_restarts() {
     };
     wiki.publish(&hidden);
     wiki.hide(hidden.rev_id);
-    stream.push(&page_change(
-        WIKI,
-        DOMAIN,
-        "edit",
-        &hidden,
-        "2026-11-25T06:10:03Z",
-    ));
+    announce("edit", &hidden);
     wait_indexed(
         &client,
         &pages,

@@ -12,9 +12,10 @@
 //! - Reconnects with exponential backoff (and the server's `retry:` as the first delay)
 //!   when the stream ends, fails or answers an error.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+mod position;
+mod sse;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use casement_pipeline::SourceId;
@@ -22,7 +23,10 @@ use prometheus::{Gauge, IntCounter, IntCounterVec, Opts, Registry};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Feeder, read_state, write_state};
+pub use position::StreamPosition;
+use sse::{SseEvent, SseParser};
+
+use super::Feeder;
 
 /// `[sources.mediawiki]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -202,163 +206,6 @@ impl StreamMetrics {
     }
 }
 
-/// What `mediawiki.json` keeps.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-struct Saved {
-    stream_url: String,
-    /// The SSE id of the last event durably handled (sent as `Last-Event-ID`).
-    last_event_id: Option<String>,
-}
-
-/// Where the stream resumes: the SSE ids of the events sent, by their offset in the
-/// pipeline, and the last one the pipeline's commits passed.
-#[derive(Debug)]
-pub struct StreamPosition {
-    path: PathBuf,
-    stream_url: String,
-    inner: Mutex<Position>,
-}
-
-#[derive(Debug, Default)]
-struct Position {
-    sent: BTreeMap<i64, String>,
-    committed_next: i64,
-    saved: Option<String>,
-}
-
-impl StreamPosition {
-    pub fn path(data_dir: &Path) -> PathBuf {
-        data_dir.join("mediawiki.json")
-    }
-
-    /// The saved position of `stream_url` (another stream's starts from now).
-    pub fn load(data_dir: &Path, stream_url: &str) -> Self {
-        let path = Self::path(data_dir);
-        let saved: Saved = read_state(&path);
-        let saved = (saved.stream_url == stream_url)
-            .then_some(saved.last_event_id)
-            .flatten();
-        Self {
-            path,
-            stream_url: stream_url.to_owned(),
-            inner: Mutex::new(Position {
-                saved,
-                ..Position::default()
-            }),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Position> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The id to resume after (`Last-Event-ID`).
-    pub fn resume_after(&self) -> Option<String> {
-        self.lock().saved.clone()
-    }
-
-    /// The event of SSE id `id` went to the pipeline as `offset`.
-    fn sent(&self, offset: i64, id: String) {
-        let mut position = self.lock();
-        position.sent.insert(offset, id);
-        // Its commit may have come first.
-        let next = position.committed_next;
-        if offset < next {
-            self.advance(&mut position, next);
-        }
-    }
-
-    /// The pipeline finished every event of the stream below `next`.
-    pub fn committed(&self, next: i64) {
-        let mut position = self.lock();
-        position.committed_next = position.committed_next.max(next);
-        self.advance(&mut position, next);
-    }
-
-    fn advance(&self, position: &mut Position, next: i64) {
-        let Some(id) = position
-            .sent
-            .range(..next)
-            .next_back()
-            .map(|(_, id)| id.clone())
-        else {
-            return;
-        };
-        position.sent = position.sent.split_off(&next);
-        position.saved = Some(id.clone());
-        let saved = Saved {
-            stream_url: self.stream_url.clone(),
-            last_event_id: Some(id),
-        };
-        if let Err(error) = write_state(&self.path, &saved) {
-            tracing::warn!(%error, "cannot save the stream position (events after the last saved one are read again, safely)");
-        }
-    }
-}
-
-/// One Server-Sent Event.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-struct SseEvent {
-    id: Option<String>,
-    event: Option<String>,
-    data: String,
-}
-
-/// The SSE wire format (the WHATWG HTML standard, "server-sent events"), fed in chunks.
-#[derive(Debug, Default)]
-struct SseParser {
-    buffer: Vec<u8>,
-    current: SseEvent,
-    has_data: bool,
-    /// The server's `retry:` (ms).
-    retry_ms: Option<u64>,
-}
-
-impl SseParser {
-    fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
-        self.buffer.extend_from_slice(chunk);
-        let mut events = Vec::new();
-        while let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
-            let mut line: Vec<u8> = self.buffer.drain(..=end).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            let line = String::from_utf8_lossy(&line).into_owned();
-            if line.is_empty() {
-                if self.has_data {
-                    events.push(std::mem::take(&mut self.current));
-                } else {
-                    self.current = SseEvent::default();
-                }
-                self.has_data = false;
-                continue;
-            }
-            if line.starts_with(':') {
-                continue;
-            }
-            let (field, value) = match line.split_once(':') {
-                Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-                None => (line.as_str(), ""),
-            };
-            match field {
-                "data" => {
-                    if self.has_data {
-                        self.current.data.push('\n');
-                    }
-                    self.current.data.push_str(value);
-                    self.has_data = true;
-                }
-                "id" if !value.contains('\0') => self.current.id = Some(value.to_owned()),
-                "event" => self.current.event = Some(value.to_owned()),
-                "retry" => self.retry_ms = value.parse().ok(),
-                _ => {}
-            }
-        }
-        events
-    }
-}
-
 /// Follows the stream until the task is aborted.
 pub async fn run(
     config: MediawikiConfig,
@@ -489,31 +336,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_parser_reads_events_across_chunks() {
-        let mut parser = SseParser::default();
-        let mut events =
-            parser.push(b": ok\n\nevent: message\nid: [{\"offset\":1}]\ndata: {\"a\":");
-        assert!(events.is_empty());
-        events.extend(parser.push(b"1}\r\n\r\ndata: x\ndata: y\nretry: 2500\n\n"));
-        assert_eq!(
-            events,
-            vec![
-                SseEvent {
-                    id: Some("[{\"offset\":1}]".into()),
-                    event: Some("message".into()),
-                    data: "{\"a\":1}".into(),
-                },
-                SseEvent {
-                    id: None,
-                    event: None,
-                    data: "x\ny".into(),
-                },
-            ]
-        );
-        assert_eq!(parser.retry_ms, Some(2500));
-    }
-
-    #[test]
     fn filters_by_domain_namespace_and_title() {
         let config = MediawikiConfig {
             stream_url: "http://localhost/stream".into(),
@@ -531,30 +353,5 @@ mod tests {
         assert!(!config.wants(&event("de.wikipedia.org", 0, "Travel_card")));
         assert!(!config.wants(&event("en.wikipedia.org", 1, "Travel_card")));
         assert!(glob("a*b*c", "aXbYc") && !glob("a*b*c", "aXcYb") && glob("*", ""));
-    }
-
-    #[test]
-    fn the_position_follows_commits_of_sent_events() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let position = StreamPosition::load(dir.path(), "http://s");
-        position.sent(0, "a".into());
-        position.sent(1, "b".into());
-        position.sent(2, "c".into());
-        position.committed(2);
-        assert_eq!(position.resume_after().as_deref(), Some("b"));
-        // A commit past an event not yet recorded as sent: saved when it is.
-        position.committed(4);
-        position.sent(3, "d".into());
-        assert_eq!(
-            StreamPosition::load(dir.path(), "http://s")
-                .resume_after()
-                .as_deref(),
-            Some("d")
-        );
-        // Another stream starts from now.
-        assert_eq!(
-            StreamPosition::load(dir.path(), "http://t").resume_after(),
-            None
-        );
     }
 }

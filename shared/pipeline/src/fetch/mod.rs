@@ -14,104 +14,20 @@
 //! whose content is hidden or suppressed, is gone for good: the event is dead-lettered
 //! with reason `gone`.
 
+mod answer;
+mod config;
+
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use casement_text::{Format, Revision};
+use casement_text::Format;
 use prometheus::{Histogram, IntCounterVec};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-/// `[fetch]`: where and how to fetch revisions that events do not carry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct FetchConfig {
-    /// The wiki's Action API, e.g. `https://en.wikipedia.org/w/api.php`; `{domain}` is
-    /// replaced by the event's wiki (`meta.domain`), so one setting serves a wiki farm
-    /// (`https://{domain}/w/api.php`). Empty: nothing is fetched, and events without
-    /// content are dead-lettered (`no_content`).
-    pub api_url: String,
-    /// Sent with every request. Wikimedia's policy asks for a way to reach the operator:
-    /// put a URL or an email address in it.
-    pub user_agent: String,
-    /// Requests per second to one API, at most.
-    pub requests_per_second: f64,
-    /// Revisions per request, at most (the API takes 50 from most clients, 500 from bots).
-    pub batch_size: usize,
-    /// How long a request waits for more revisions to batch with.
-    pub batch_wait_ms: u64,
-    /// `maxlag` sent with every request: the wiki answers "try later" while its replicas
-    /// lag more than this many seconds (0: not sent).
-    pub maxlag_secs: u64,
-    /// One request's time limit.
-    pub timeout_secs: u64,
-    /// A longer `Retry-After` is cut to this.
-    pub max_retry_after_secs: u64,
-    /// Attempts per batch (waiting for `Retry-After` between them) before the events are
-    /// handed back to the pipeline's backoff.
-    pub attempts: u32,
-}
-
-impl Default for FetchConfig {
-    fn default() -> Self {
-        Self {
-            api_url: String::new(),
-            user_agent: format!(
-                "Casement/{} (wiki indexer; set fetch.user_agent to include your contact)",
-                env!("CARGO_PKG_VERSION")
-            ),
-            requests_per_second: 5.0,
-            batch_size: 50,
-            batch_wait_ms: 20,
-            maxlag_secs: 5,
-            timeout_secs: 30,
-            max_retry_after_secs: 120,
-            attempts: 3,
-        }
-    }
-}
-
-impl FetchConfig {
-    pub fn enabled(&self) -> bool {
-        !self.api_url.is_empty()
-    }
-
-    pub fn validate(&self) -> Result<(), String> {
-        if self.enabled()
-            && !(self.api_url.starts_with("http://") || self.api_url.starts_with("https://"))
-        {
-            return Err(format!(
-                "fetch.api_url = {:?} must start with http:// or https://",
-                self.api_url
-            ));
-        }
-        if self.enabled() && reqwest::Url::parse(&self.api_url.replace("{domain}", "x")).is_err() {
-            return Err(format!("fetch.api_url = {:?} is not a URL", self.api_url));
-        }
-        if self.user_agent.trim().is_empty() {
-            return Err(
-                "fetch.user_agent must not be empty (the wiki's API policy asks for one)".into(),
-            );
-        }
-        if !(self.requests_per_second > 0.0 && self.requests_per_second.is_finite()) {
-            return Err(format!(
-                "fetch.requests_per_second = {} must be above 0",
-                self.requests_per_second
-            ));
-        }
-        if !(1..=500).contains(&self.batch_size) {
-            return Err(format!(
-                "fetch.batch_size = {} must be between 1 and 500",
-                self.batch_size
-            ));
-        }
-        if self.timeout_secs == 0 || self.attempts == 0 {
-            return Err("fetch.timeout_secs and fetch.attempts must be at least 1".into());
-        }
-        Ok(())
-    }
-}
+use answer::parse_revisions;
+pub use answer::revision_of;
+pub use config::FetchConfig;
 
 /// A fetched revision: its content and the page as the wiki names it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,48 +168,41 @@ impl Batcher {
         wanted.sort_unstable();
         wanted.dedup();
         let mut results: HashMap<u64, Result<Fetched, FetchError>> = HashMap::new();
+        // Why the revisions left without an answer have none (they are retried).
+        let mut failure = String::new();
         let mut attempts = 0;
         // Until every revision has an answer: a long answer may stop short (the API's
         // result size limit), and what it left out is asked again.
         while !wanted.is_empty() {
             attempts += 1;
-            let answer = self.request(domain, &wanted).await;
-            match answer {
+            match self.request(domain, &wanted).await {
                 Ok(Answer::Revisions(answered)) if !answered.is_empty() => {
                     wanted.retain(|revision| !answered.contains_key(revision));
                     results.extend(answered);
                     attempts = 0;
-                    continue;
                 }
                 Ok(Answer::Revisions(_)) => {
-                    let error = "the API answered none of the revisions asked".to_owned();
-                    self.fail(&wanted, &mut results, error);
+                    failure = "the API answered none of the revisions asked".to_owned();
+                    break;
+                }
+                Ok(Answer::Later(_, why)) | Err(why) if attempts >= self.config.attempts => {
+                    failure = why;
                     break;
                 }
                 Ok(Answer::Later(wait, why)) => {
-                    if attempts >= self.config.attempts {
-                        self.fail(&wanted, &mut results, why);
-                        break;
-                    }
                     tracing::info!(domain, wait_ms = wait.as_millis() as u64, %why, "wiki API asks to wait");
                     tokio::time::sleep(wait).await;
                 }
-                Err(error) => {
-                    if attempts >= self.config.attempts {
-                        self.fail(&wanted, &mut results, error);
-                        break;
-                    }
+                Err(_) => {
                     tokio::time::sleep(Duration::from_millis(500 * u64::from(attempts))).await;
                 }
             }
         }
         for request in requests {
-            let result = results.get(&request.revision).cloned().unwrap_or_else(|| {
-                Err(FetchError::Unavailable(format!(
-                    "revision {} was not fetched",
-                    request.revision
-                )))
-            });
+            let result = results
+                .get(&request.revision)
+                .cloned()
+                .unwrap_or_else(|| Err(FetchError::Unavailable(failure.clone())));
             let outcome = match &result {
                 Ok(_) => "fetched",
                 Err(FetchError::Gone(_)) => "gone",
@@ -303,17 +212,6 @@ impl Batcher {
             self.metrics.revisions.with_label_values(&[outcome]).inc();
             // The lane may have given up waiting (shutdown): nothing to tell it.
             let _ = request.reply.send(result);
-        }
-    }
-
-    fn fail(
-        &self,
-        wanted: &[u64],
-        results: &mut HashMap<u64, Result<Fetched, FetchError>>,
-        error: String,
-    ) {
-        for revision in wanted {
-            results.insert(*revision, Err(FetchError::Unavailable(error.clone())));
         }
     }
 
@@ -418,199 +316,5 @@ impl Batcher {
         Some(Duration::from_secs(
             seconds.min(self.config.max_retry_after_secs),
         ))
-    }
-}
-
-/// The revisions an Action API answer (`formatversion=2`) accounts for: fetched, or gone
-/// with why. Revisions it does not mention are left out (asked again).
-fn parse_revisions(json: &Value) -> HashMap<u64, Result<Fetched, FetchError>> {
-    let mut answered = HashMap::new();
-    let query = json.get("query").unwrap_or(&Value::Null);
-    if let Some(bad) = query.get("badrevids").and_then(Value::as_object) {
-        for (id, _) in bad {
-            if let Ok(revision) = id.parse::<u64>() {
-                answered.insert(
-                    revision,
-                    Err(FetchError::Gone(format!(
-                        "the wiki has no revision {revision} (deleted with its page, or never existed)"
-                    ))),
-                );
-            }
-        }
-    }
-    let pages = query
-        .get("pages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for page in pages {
-        let title = page.get("title").and_then(Value::as_str).unwrap_or("");
-        let url = page
-            .get("fullurl")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let revisions = page
-            .get("revisions")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        for revision in revisions {
-            let Some(id) = revision.get("revid").and_then(Value::as_u64) else {
-                continue;
-            };
-            answered.insert(id, revision_content(revision, id, title, url.clone()));
-        }
-    }
-    answered
-}
-
-fn revision_content(
-    revision: &Value,
-    id: u64,
-    title: &str,
-    url: Option<String>,
-) -> Result<Fetched, FetchError> {
-    let main = revision
-        .get("slots")
-        .and_then(|slots| slots.get("main"))
-        .unwrap_or(&Value::Null);
-    let hidden = |key: &str| {
-        revision.get(key).and_then(Value::as_bool) == Some(true)
-            || main.get(key).and_then(Value::as_bool) == Some(true)
-    };
-    if hidden("suppressed") {
-        return Err(FetchError::Gone(format!(
-            "the content of revision {id} of {title:?} is suppressed"
-        )));
-    }
-    if hidden("texthidden") {
-        return Err(FetchError::Gone(format!(
-            "the content of revision {id} of {title:?} is hidden (revision deleted)"
-        )));
-    }
-    if hidden("textmissing") {
-        return Err(FetchError::Gone(format!(
-            "the content of revision {id} of {title:?} is missing on the wiki"
-        )));
-    }
-    let Some(content) = main.get("content").and_then(Value::as_str) else {
-        return Err(FetchError::Gone(format!(
-            "the wiki gave no content for revision {id} of {title:?}"
-        )));
-    };
-    let format = match main.get("contentmodel").and_then(Value::as_str) {
-        None | Some("wikitext") => Format::Wikitext,
-        Some("text") => Format::Text,
-        Some(other) => {
-            return Err(FetchError::Unsupported(format!(
-                "revision {id} of {title:?} is {other} (wikitext and text are indexed)"
-            )));
-        }
-    };
-    Ok(Fetched {
-        content: content.to_owned(),
-        format,
-        title: title.to_owned(),
-        url,
-    })
-}
-
-/// The revision a fetch gives: the event's document at its revision, named as the wiki
-/// names the page now.
-pub fn revision_of(reference: &casement_events::RevisionRef, fetched: Fetched) -> Revision {
-    Revision {
-        metadata: Default::default(),
-        doc_id: reference.doc_id.clone(),
-        revision: reference.revision,
-        title: Some(fetched.title)
-            .filter(|t| !t.is_empty())
-            .or_else(|| reference.title.as_ref().map(|t| t.replace('_', " "))),
-        url: fetched.url.or_else(|| reference.url.clone()),
-        tenant: reference.tenant.clone(),
-        format: fetched.format,
-        content: fetched.content,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    /// The shapes of the Action API's answer (formatversion 2): content, a hidden and a
-    /// suppressed revision, a missing one, another content model.
-    #[test]
-    fn an_answer_gives_content_or_says_why_not() {
-        let answer = json!({
-            "batchcomplete": true,
-            "query": {
-                "badrevids": {"99": {"revid": 99, "missing": true}},
-                "pages": [
-                    {"pageid": 7, "ns": 0, "title": "Travel policy",
-                     "fullurl": "https://wiki.example/wiki/Travel_policy",
-                     "revisions": [
-                        {"revid": 11, "parentid": 10, "slots": {"main": {
-                            "contentmodel": "wikitext", "contentformat": "text/x-wiki",
-                            "content": "Trips need approval."}}},
-                        {"revid": 10, "parentid": 9, "slots": {"main": {
-                            "texthidden": true}}},
-                        {"revid": 9, "parentid": 0, "suppressed": true, "slots": {"main": {
-                            "texthidden": true}}}
-                     ]},
-                    {"pageid": 8, "ns": 8, "title": "MediaWiki:Common.js",
-                     "revisions": [{"revid": 12, "slots": {"main": {
-                        "contentmodel": "javascript", "content": "x()"}}}]}
-                ]
-            }
-        });
-        let answered = parse_revisions(&answer);
-        assert_eq!(
-            answered[&11],
-            Ok(Fetched {
-                content: "Trips need approval.".into(),
-                format: Format::Wikitext,
-                title: "Travel policy".into(),
-                url: Some("https://wiki.example/wiki/Travel_policy".into()),
-            })
-        );
-        assert!(matches!(&answered[&10], Err(FetchError::Gone(why)) if why.contains("hidden")));
-        assert!(matches!(&answered[&9], Err(FetchError::Gone(why)) if why.contains("suppressed")));
-        assert!(
-            matches!(&answered[&99], Err(FetchError::Gone(why)) if why.contains("no revision 99"))
-        );
-        assert!(
-            matches!(&answered[&12], Err(FetchError::Unsupported(why)) if why.contains("javascript"))
-        );
-        assert_eq!(answered.len(), 5);
-    }
-
-    #[test]
-    fn bad_settings_are_refused() {
-        let good = FetchConfig {
-            api_url: "https://{domain}/w/api.php".into(),
-            ..FetchConfig::default()
-        };
-        assert_eq!(good.validate(), Ok(()));
-        for bad in [
-            FetchConfig {
-                api_url: "ftp://wiki/api.php".into(),
-                ..good.clone()
-            },
-            FetchConfig {
-                batch_size: 0,
-                ..good.clone()
-            },
-            FetchConfig {
-                requests_per_second: 0.0,
-                ..good.clone()
-            },
-            FetchConfig {
-                user_agent: " ".into(),
-                ..good.clone()
-            },
-        ] {
-            assert!(bad.validate().is_err(), "{bad:?}");
-        }
     }
 }

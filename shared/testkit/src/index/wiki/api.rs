@@ -1,0 +1,190 @@
+//! A local stand-in for a MediaWiki's Action API, on loopback: it answers the one query
+//! Casement's fetcher sends (`action=query&prop=revisions|info&revids=…`, formatversion
+//! 2) from page histories a test gives it (the 18F Handbook's real revisions, numbered as
+//! a wiki numbers them), and can throttle (429 with `Retry-After`), hide a revision's
+//! text, delete a page and move one. It records every request. It is not MediaWiki and
+//! claims no more than the answers' shape, which follows the API's documentation.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::WikiRevision;
+
+#[derive(Debug, Default)]
+struct Wiki {
+    /// rev_id → (page_id, content)
+    revisions: HashMap<u64, (u64, String)>,
+    /// page_id → current title
+    titles: HashMap<u64, String>,
+    deleted_pages: HashSet<u64>,
+    hidden: HashSet<u64>,
+    throttle: u32,
+    requests: Vec<Vec<u64>>,
+    user_agents: HashSet<String>,
+}
+
+/// The running stand-in; stops when dropped.
+#[derive(Debug)]
+pub struct WikiStandIn {
+    /// The Action API endpoint (`http://127.0.0.1:PORT/w/api.php`).
+    pub api_url: String,
+    wiki: Arc<Mutex<Wiki>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WikiStandIn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl WikiStandIn {
+    pub async fn start() -> Self {
+        let wiki = Arc::new(Mutex::new(Wiki::default()));
+        let app = axum::Router::new()
+            .route("/w/api.php", axum::routing::get(api))
+            .with_state(wiki.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the stand-in wiki");
+        let address = listener.local_addr().expect("address");
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("stand-in wiki");
+        });
+        Self {
+            api_url: format!("http://{address}/w/api.php"),
+            wiki,
+            task,
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Wiki) -> T) -> T {
+        f(&mut self.wiki.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Publishes a revision (its page takes the revision's title).
+    pub fn publish(&self, revision: &WikiRevision) {
+        self.with(|wiki| {
+            wiki.revisions.insert(
+                revision.rev_id,
+                (revision.page_id, revision.content.clone()),
+            );
+            wiki.titles.insert(revision.page_id, revision.title.clone());
+            wiki.deleted_pages.remove(&revision.page_id);
+        });
+    }
+
+    /// Renames a page (its revisions are now served under the new title).
+    pub fn move_page(&self, page_id: u64, title: &str) {
+        self.with(|wiki| wiki.titles.insert(page_id, title.to_owned()));
+    }
+
+    /// Deletes a page: its revisions are answered as bad revision ids.
+    pub fn delete_page(&self, page_id: u64) {
+        self.with(|wiki| wiki.deleted_pages.insert(page_id));
+    }
+
+    /// Brings a deleted page back with its revisions.
+    pub fn undelete_page(&self, page_id: u64) {
+        self.with(|wiki| wiki.deleted_pages.remove(&page_id));
+    }
+
+    /// Hides a revision's text (revision deletion).
+    pub fn hide(&self, rev_id: u64) {
+        self.with(|wiki| wiki.hidden.insert(rev_id));
+    }
+
+    /// Answers the next `requests` requests with 429 and `Retry-After: 1`.
+    pub fn throttle(&self, requests: u32) {
+        self.with(|wiki| wiki.throttle = requests);
+    }
+
+    /// The revision ids of every request answered with content (not throttled), in order.
+    pub fn requests(&self) -> Vec<Vec<u64>> {
+        self.with(|wiki| wiki.requests.clone())
+    }
+
+    /// The User-Agent headers seen.
+    pub fn user_agents(&self) -> HashSet<String> {
+        self.with(|wiki| wiki.user_agents.clone())
+    }
+}
+
+async fn api(
+    State(wiki): State<Arc<Mutex<Wiki>>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let mut wiki = wiki.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(agent) = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+    {
+        wiki.user_agents.insert(agent.to_owned());
+    }
+    if wiki.throttle > 0 {
+        wiki.throttle -= 1;
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "1")],
+            "Too many requests",
+        )
+            .into_response();
+    }
+    let query_ok = params.get("action").map(String::as_str) == Some("query")
+        && params.get("formatversion").map(String::as_str) == Some("2")
+        && params.get("rvslots").map(String::as_str) == Some("main");
+    let Some(revids) = params.get("revids").filter(|_| query_ok) else {
+        return axum::Json(json!({"error": {"code": "badvalue",
+            "info": "the stand-in answers action=query&prop=revisions&revids=…&rvslots=main&formatversion=2"}}))
+        .into_response();
+    };
+    let ids: Vec<u64> = revids.split('|').filter_map(|id| id.parse().ok()).collect();
+    wiki.requests.push(ids.clone());
+    let mut pages: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
+    let mut bad = serde_json::Map::new();
+    for id in ids {
+        match wiki.revisions.get(&id) {
+            Some((page_id, _)) if wiki.deleted_pages.contains(page_id) => {
+                bad.insert(id.to_string(), json!({"revid": id, "missing": true}));
+            }
+            None => {
+                bad.insert(id.to_string(), json!({"revid": id, "missing": true}));
+            }
+            Some((page_id, _)) if wiki.hidden.contains(&id) => {
+                pages.entry(*page_id).or_default().push(json!({
+                    "revid": id, "slots": {"main": {"texthidden": true}}
+                }));
+            }
+            Some((page_id, content)) => {
+                pages.entry(*page_id).or_default().push(json!({
+                    "revid": id,
+                    "slots": {"main": {"contentmodel": "wikitext",
+                                       "contentformat": "text/x-wiki",
+                                       "content": content}}
+                }));
+            }
+        }
+    }
+    let pages: Vec<Value> = pages
+        .into_iter()
+        .map(|(page_id, revisions)| {
+            let title = wiki.titles.get(&page_id).cloned().unwrap_or_default();
+            json!({
+                "pageid": page_id, "ns": 0, "title": title,
+                "fullurl": format!("https://wiki.example/wiki/{}", title.replace(' ', "_")),
+                "revisions": revisions
+            })
+        })
+        .collect();
+    let mut query = json!({"pages": pages});
+    if !bad.is_empty() {
+        query["badrevids"] = Value::Object(bad);
+    }
+    axum::Json(json!({"batchcomplete": true, "query": query})).into_response()
+}
