@@ -8,7 +8,10 @@
 //! `make soak` runs it as the Kafka half of the issue-19 soak: `SOAK_KILLS` kills (5 here),
 //! over `SOAK_LOG` (the sample stream here) plus `SOAK_SYNTHETIC` seeded edits (none here),
 //! reporting the kills that landed during a compaction or an index build; `SOAK_PARTITIONS`
-//! (3 here) spreads a long history over more partitions.
+//! (3 here) spreads a long history over more partitions. `SOAK_COMPACT_MIB` (16) and
+//! `SOAK_INDEX_AFTER` (3000) set how often the store compacts and builds its index;
+//! `SOAK_KEEP` names a directory to keep the data directory in when anything differs;
+//! `SOAK_KILL_DURING` (`compaction` or `build`) aims each kill at one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -66,10 +69,11 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let group = unique("indexer");
     let mut config = config(&broker.bootstrap, &topic, &group, dir.path());
-    config.store.edge.index_after_points = 3000;
-    config.store.edge.compact_wal_bytes = 16 << 20;
+    config.store.edge.index_after_points = env_number("SOAK_INDEX_AFTER", 3000) as usize;
+    let compact_mib = env_number("SOAK_COMPACT_MIB", 16);
+    config.store.edge.compact_wal_bytes = compact_mib << 20;
     config.store.edge.compact_wal_ratio = 0.25;
-    config.store.edge.wal_segment_bytes = 4 << 20;
+    config.store.edge.wal_segment_bytes = ((compact_mib << 20) / 4) as usize;
     let kills = env_number("SOAK_KILLS", KILLS as u64) as usize;
     let synthetic = env_number("SOAK_SYNTHETIC", 0) as usize;
     let config_file = dir.path().join("indexer.toml");
@@ -131,7 +135,10 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
             );
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        tokio::time::sleep(Duration::from_millis(next(&mut seed) % 2000)).await;
+        match std::env::var("SOAK_KILL_DURING").as_deref() {
+            Ok(during) => wait_for_open_span(&log, run_start, during).await,
+            Err(_) => tokio::time::sleep(Duration::from_millis(next(&mut seed) % 2000)).await,
+        }
         let log_before = std::fs::metadata(&log).map_or(0, |m| m.len());
         child.0.kill().expect("SIGKILL");
         child.0.wait().unwrap();
@@ -182,6 +189,8 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
         "drained and committed on SIGTERM"
     );
 
+    let repairs = output.matches("the store was not closed").count();
+    println!("{repairs} of the restarts repaired documents written after the last flush");
     let dead_letters = support::high_watermarks(&broker.bootstrap, &format!("{topic}.dlq"), 1);
     assert_eq!(dead_letters, vec![0], "nothing dead-lettered");
     let store = support::open_store(dir.path());
@@ -205,6 +214,17 @@ async fn sigkill_at_random_moments_loses_nothing_and_doubles_nothing() {
     for difference in report.differences.iter().take(20) {
         println!("{difference}");
     }
+    if let Ok(keep) = std::env::var("SOAK_KEEP")
+        && !report.differences.is_empty()
+    {
+        drop(store);
+        let keep = Path::new(&keep);
+        casement_store::copy_tree(dir.path(), keep, &|_| false).expect("keep the data directory");
+        println!(
+            "kept the data directory and the indexer's log in {}",
+            keep.display()
+        );
+    }
     assert!(report.differences.is_empty());
     assert!(report.vectors > 0);
 }
@@ -213,6 +233,21 @@ fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().map_or(default, |v| {
         v.parse().unwrap_or_else(|_| panic!("{name}={v}"))
     })
+}
+
+/// Waits (up to a minute) until this run's log shows a compaction (`during` =
+/// "compaction") or an index build ("build") in progress.
+async fn wait_for_open_span(log: &Path, run_start: usize, during: &str) {
+    let span = if during == "build" { BUILD } else { COMPACTION };
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        let text = std::fs::read(log).unwrap_or_default();
+        let text = String::from_utf8_lossy(text.get(run_start..).unwrap_or_default());
+        if open_in(&text, span) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 /// The last `start` line of `log` has no `end` line after it.

@@ -71,8 +71,10 @@ async fn cut_off_write_heals() {
     }
 }
 
-/// An acknowledged write survives the process dying right after it (no drop, no flush on
-/// exit): the test re-runs itself as a child that writes and aborts, then reopens.
+/// An acknowledged (synced) write survives the process dying right after it (no drop, no
+/// flush on exit), and a document written after the last flush is named in the journal and
+/// written again, as it reads, by the next open (see `edge/journal.rs`): the test re-runs
+/// itself as a child that writes and aborts, then reopens.
 #[test]
 fn acknowledged_write_survives_a_crash() {
     const CHILD: &str = "CASEMENT_STORE_CRASH_CHILD_DIR";
@@ -89,6 +91,11 @@ fn acknowledged_write_survives_a_crash() {
                 "# A\n\nWritten before the crash. Twice.\n",
             );
             contract::index(&store, &revision).await;
+            store.sync().await.expect("sync");
+            let unflushed = contract::markdown("unflushed", 1, None, "# B\n\nNot flushed.\n");
+            contract::index(&store, &unflushed).await;
+            // Dropping it would close the engine, which flushes.
+            std::mem::forget(store);
         });
         std::process::abort();
     }
@@ -104,10 +111,21 @@ fn acknowledged_write_survives_a_crash() {
         .status()
         .expect("child runs");
     assert!(!status.success(), "the child aborts");
+    let journal = path.join("unflushed.jsonl");
+    assert_eq!(
+        std::fs::read_to_string(&journal).expect("journal"),
+        "[null,\"unflushed\"]\n",
+        "the journal names the document written after the last flush, only it"
+    );
     let mut config = StoreConfig::default();
     config.edge.path = path;
     runtime.block_on(async {
         let store = EdgeStore::open(&config, DIMENSION).expect("reopen after the crash");
+        assert_eq!(
+            std::fs::read_to_string(&journal).expect("journal"),
+            "",
+            "the open repaired the named document and emptied the journal"
+        );
         let records = store.records("crash").await.expect("records");
         assert_eq!(records.len(), 2, "both sentences survived");
         let document = store
@@ -116,6 +134,13 @@ fn acknowledged_write_survives_a_crash() {
             .expect("document")
             .expect("state");
         assert_eq!(document.revision, 1);
+        // The repaired document reads as a whole revision or not at all; planned again,
+        // it is complete.
+        let unflushed = contract::markdown("unflushed", 1, None, "# B\n\nNot flushed.\n");
+        contract::index(&store, &unflushed).await;
+        assert_eq!(store.records("unflushed").await.expect("records").len(), 1);
+        store.sync().await.expect("sync");
+        assert_eq!(std::fs::read_to_string(&journal).expect("journal"), "");
     });
 }
 

@@ -59,6 +59,7 @@ impl Inner {
         if let Some(shard) = slot.as_ref() {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| shard.flush()))
                 .map_err(|panic| Error::backend("compact", panic_message(&panic)))?;
+            self.flushed();
         }
         drop(slot.take());
         let truncated = truncate_wal(&self.path).map_err(|e| Error::Open {

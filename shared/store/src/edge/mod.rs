@@ -8,6 +8,7 @@
 //! until it is done (the engine's flush must not race it).
 
 mod compact;
+mod journal;
 mod read;
 mod schema;
 mod snapshot;
@@ -71,6 +72,8 @@ struct Inner {
     compaction: Mutex<CompactionStats>,
     /// When the write-ahead log's size was last checked (`compact_if_due`).
     wal_checked: Mutex<Instant>,
+    /// The documents written since the last flush (see `journal`).
+    journal: journal::Journal,
     path: PathBuf,
     /// An exclusive lock on `casement.lock` in the data directory, held while the store is
     /// open: two processes on one Edge directory would corrupt it.
@@ -131,6 +134,17 @@ impl EdgeStore {
             EdgeShard::new(&path, edge_config(dimension, config.edge.wal_segment_bytes))
                 .map_err(|e| open_error(e.to_string()))?
         };
+        let (journal, unflushed) =
+            journal::Journal::open(&path).map_err(|e| open_error(format!("the journal: {e}")))?;
+        if !unflushed.is_empty() {
+            let points = journal::repair(&shard, &path, &unflushed)?;
+            tracing::warn!(
+                documents = unflushed.len(),
+                points,
+                "the store was not closed: the points of the documents written after its last \
+                 flush were written again as they read now"
+            );
+        }
         let info = shard.info();
         for (field, kind) in indexed_fields(&config.indexed_metadata) {
             let field = field.as_str();
@@ -173,6 +187,7 @@ impl EdgeStore {
                 min_free_bytes: config.edge.min_free_bytes,
                 compaction: Mutex::new(compaction),
                 wal_checked: Mutex::new(Instant::now()),
+                journal,
                 path,
                 _lock: lock,
             }),
@@ -257,6 +272,30 @@ impl Inner {
             .as_ref()
         {
             shard.flush();
+            self.flushed();
+        }
+    }
+
+    /// Every write so far is durable: the journal is emptied (a failure only means a
+    /// needless repair at the next open).
+    pub(super) fn flushed(&self) {
+        if let Err(error) = self.journal.flushed() {
+            tracing::warn!(%error, "emptying the journal of unflushed documents failed");
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// Closes the engine (which flushes), then empties the journal: a clean stop.
+    fn drop(&mut self) {
+        let shard = self
+            .shard
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if shard.is_some() {
+            drop(shard);
+            self.flushed();
         }
     }
 }

@@ -76,6 +76,7 @@ impl Inner {
         if let Some(stale) = fence(self.document(plan.doc_ref())?.as_ref(), plan) {
             return Ok(stale);
         }
+        self.journal.record(plan.doc_ref())?;
         let mut upserted = 0;
         for step in steps {
             match step {

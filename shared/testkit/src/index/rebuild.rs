@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use casement_events::revision_log::LogEvent;
 use casement_inference::{Embed, cosine};
 use casement_store::Store;
-use casement_text::{TextConfig, plan_upsert};
+use casement_text::{SentenceRecord, TextConfig, plan_upsert};
 
 /// The final event of each document.
 pub fn final_events(events: &[LogEvent]) -> BTreeMap<String, LogEvent> {
@@ -97,14 +97,14 @@ pub async fn rebuild_differences<S: Store>(
         report.records += stored.len();
         if stored != rebuild {
             report.differences.push(format!(
-                "{doc_id}: {} records, the rebuild {}; first differing: {:?}",
+                "{doc_id}: {} records, the rebuild {}; first differing: {}",
                 stored.len(),
                 rebuild.len(),
                 stored
                     .iter()
                     .zip(&rebuild)
                     .find(|(a, b)| a != b)
-                    .map(|(a, b)| (a.id, &a.sentence, b.id, &b.sentence))
+                    .map_or_else(|| "none".to_owned(), |(a, b)| record_difference(a, b))
             ));
             continue;
         }
@@ -135,4 +135,29 @@ pub async fn rebuild_differences<S: Store>(
         }
     }
     report
+}
+
+/// The fields in which two records differ, each as stored → rebuilt.
+fn record_difference(stored: &SentenceRecord, rebuilt: &SentenceRecord) -> String {
+    let fields = |r: &SentenceRecord| match serde_json::to_value(r) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (a, b) = (fields(stored), fields(rebuilt));
+    let differing: Vec<String> = a
+        .iter()
+        .filter(|(key, value)| b.get(*key) != Some(*value))
+        .map(|(key, value)| {
+            format!(
+                "{key}: {value} → {}",
+                b.get(key).unwrap_or(&serde_json::Value::Null)
+            )
+        })
+        .collect();
+    format!(
+        "{} {:?}: {}",
+        stored.id,
+        stored.sentence,
+        differing.join("; ")
+    )
 }
