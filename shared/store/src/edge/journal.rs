@@ -121,7 +121,15 @@ fn empty(path: &Path) -> std::io::Result<()> {
 /// and empties the journal file in `dir`. Returns the points written.
 pub(super) fn repair(shard: &EdgeShard, dir: &Path, docs: &[Doc]) -> Result<usize> {
     let mut rewritten = 0;
-    for (tenant, doc_id) in docs {
+    tracing::warn!(
+        documents = docs.len(),
+        "the store was not closed: writing the points of the documents written after its \
+         last flush again"
+    );
+    for (done, (tenant, doc_id)) in docs.iter().enumerate() {
+        if done > 0 && done % 1_000 == 0 {
+            tracing::info!(done, of = docs.len(), "repairing");
+        }
         let doc = DocRef::new(tenant.as_deref(), doc_id);
         let mut ids = sentence_ids(shard, doc)?;
         ids.push(PointId::Uuid(document_point_id(doc)));

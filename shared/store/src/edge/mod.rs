@@ -141,8 +141,8 @@ impl EdgeStore {
             tracing::warn!(
                 documents = unflushed.len(),
                 points,
-                "the store was not closed: the points of the documents written after its last \
-                 flush were written again as they read now"
+                "repaired: the points of the documents written after the last flush were \
+                 written again as they read now"
             );
         }
         let info = shard.info();
