@@ -25,22 +25,14 @@ pub(super) fn parse_revisions(json: &Value) -> HashMap<u64, Result<Fetched, Fetc
             }
         }
     }
-    let pages = query
-        .get("pages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let pages = array(query, "pages");
     for page in pages {
         let title = page.get("title").and_then(Value::as_str).unwrap_or("");
         let url = page
             .get("fullurl")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let revisions = page
-            .get("revisions")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let revisions = array(page, "revisions");
         for revision in revisions {
             let Some(id) = revision.get("revid").and_then(Value::as_u64) else {
                 continue;
@@ -117,6 +109,15 @@ pub fn revision_of(reference: &casement_events::RevisionRef, fetched: Fetched) -
         format: fetched.format,
         content: fetched.content,
     }
+}
+
+/// The array under `key` (none when absent or not an array).
+fn array<'a>(value: &'a Value, key: &str) -> &'a [Value] {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
