@@ -64,6 +64,9 @@ impl Store for FailingStore {
     async fn stats(&self) -> Result<StoreStats> {
         self.inner.stats().await
     }
+    async fn documents(&self) -> Result<Vec<casement_store::IndexedDocument>> {
+        self.inner.documents().await
+    }
     async fn sync(&self) -> Result<()> {
         self.inner.sync().await
     }

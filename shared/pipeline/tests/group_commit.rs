@@ -69,6 +69,9 @@ impl Store for CountingStore {
     async fn stats(&self) -> Result<StoreStats> {
         self.inner.stats().await
     }
+    async fn documents(&self) -> Result<Vec<casement_store::IndexedDocument>> {
+        self.inner.documents().await
+    }
     async fn sync(&self) -> Result<()> {
         let covers = self.writes.load(Ordering::SeqCst);
         self.inner.sync().await?;

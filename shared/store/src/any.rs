@@ -97,6 +97,10 @@ impl Store for AnyStore {
         dispatch!(self, s => s.stats().await)
     }
 
+    async fn documents(&self) -> Result<Vec<crate::IndexedDocument>> {
+        dispatch!(self, s => s.documents().await)
+    }
+
     async fn sync(&self) -> Result<()> {
         dispatch!(self, s => s.sync().await)
     }

@@ -229,12 +229,76 @@ pub trait Store: Send + Sync {
 
     fn stats(&self) -> impl Future<Output = Result<StoreStats>> + Send;
 
+    /// Every document the index holds anything of: each document-state point (live or a
+    /// tombstone) and each document that has sentence points, with how many; sorted by
+    /// tenant, then id. What an audit compares with a source of truth (a sentence point
+    /// without a live state is damage no write of Casement leaves once it finishes).
+    fn documents(&self) -> impl Future<Output = Result<Vec<IndexedDocument>>> + Send;
+
     /// Makes every write that returned before this call durable: one flush of the
     /// write-ahead log and segments covers the writes of many events (group commit). A
     /// backend whose writes are durable when they return does nothing.
     fn sync(&self) -> impl Future<Output = Result<()>> + Send {
         async { Ok(()) }
     }
+}
+
+/// A document as the index holds it: see [`Store::documents`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedDocument {
+    pub tenant: Option<String>,
+    pub doc_id: String,
+    /// Its document-state point (a tombstone when `deleted`), if it has one.
+    pub state: Option<DocumentState>,
+    /// Its sentence points.
+    pub points: u64,
+}
+
+impl IndexedDocument {
+    pub fn doc_ref(&self) -> DocRef<'_> {
+        DocRef::new(self.tenant.as_deref(), &self.doc_id)
+    }
+
+    /// Indexed and not deleted.
+    pub fn is_live(&self) -> bool {
+        self.state.as_ref().is_some_and(|state| !state.deleted)
+    }
+}
+
+/// Joins the document-state points and the (tenant, doc id) of every sentence point into
+/// [`IndexedDocument`]s, sorted. A tenant stored as an empty string is none.
+pub(crate) fn indexed_documents(
+    states: Vec<DocumentState>,
+    sentences: impl IntoIterator<Item = (Option<String>, String)>,
+) -> Vec<IndexedDocument> {
+    let tenant_of = |t: Option<String>| t.filter(|t| !t.is_empty());
+    let mut documents: std::collections::BTreeMap<(Option<String>, String), IndexedDocument> =
+        std::collections::BTreeMap::new();
+    for state in states {
+        let key = (tenant_of(state.tenant.clone()), state.doc_id.clone());
+        documents.insert(
+            key.clone(),
+            IndexedDocument {
+                tenant: key.0,
+                doc_id: key.1,
+                state: Some(state),
+                points: 0,
+            },
+        );
+    }
+    for (tenant, doc_id) in sentences {
+        let key = (tenant_of(tenant), doc_id);
+        documents
+            .entry(key.clone())
+            .or_insert_with(|| IndexedDocument {
+                tenant: key.0,
+                doc_id: key.1,
+                state: None,
+                points: 0,
+            })
+            .points += 1;
+    }
+    documents.into_values().collect()
 }
 
 /// Deletes a document: every point goes and a tombstone at `revision` stays, so a later

@@ -50,6 +50,11 @@ async fn delete_tombstone_stale() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_listing() {
+    contract::documents_listing(&Edge::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sparse_channel_finds_identifier() {
     contract::sparse_channel_finds_identifier(&Edge::new()).await;
 }

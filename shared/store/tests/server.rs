@@ -66,6 +66,7 @@ scenario!(schema_and_reopen);
 scenario!(read_back_exactly);
 scenario!(payload_update_keeps_vector);
 scenario!(delete_tombstone_stale);
+scenario!(documents_listing);
 scenario!(sparse_channel_finds_identifier);
 scenario!(tenant_filter);
 scenario!(metadata_filter);

@@ -394,4 +394,9 @@ impl Store for EdgeStore {
         let inner = self.inner.clone();
         blocking(move || inner.stats()).await
     }
+
+    async fn documents(&self) -> Result<Vec<crate::IndexedDocument>> {
+        let inner = self.inner.clone();
+        blocking(move || inner.documents()).await
+    }
 }

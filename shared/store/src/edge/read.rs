@@ -99,6 +99,49 @@ impl Inner {
 
     pub(super) fn records(&self, doc: DocRef<'_>) -> Result<Vec<SentenceRecord>> {
         let mut records = Vec::new();
+        self.scroll_all(
+            document_sentences(doc),
+            WithPayloadInterface::Bool(true),
+            |id, payload| {
+                records.push(sentence_from_payload(point_uuid(id)?, payload)?);
+                Ok(())
+            },
+        )?;
+        Ok(records)
+    }
+
+    pub(super) fn documents(&self) -> Result<Vec<crate::IndexedDocument>> {
+        let mut states = Vec::new();
+        self.scroll_all(
+            filter(json!({ "must": [keyword(KIND, KIND_DOCUMENT)] })),
+            WithPayloadInterface::Bool(true),
+            |_, payload| {
+                states.push(document_from_payload(payload)?);
+                Ok(())
+            },
+        )?;
+        let mut sentences = Vec::new();
+        let fields: WithPayloadInterface = serde_json::from_value(json!(["doc_id", "tenant"]))
+            .expect("a list of payload keys is a valid selector");
+        self.scroll_all(
+            filter(json!({ "must": [keyword(KIND, KIND_SENTENCE)] })),
+            fields,
+            |_, payload| {
+                let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_owned);
+                sentences.push((text("tenant"), text("doc_id").unwrap_or_default()));
+                Ok(())
+            },
+        )?;
+        Ok(crate::indexed_documents(states, sentences))
+    }
+
+    /// Every point `filter` selects, page by page, with the payload `with_payload` asks for.
+    fn scroll_all(
+        &self,
+        filter: Filter,
+        with_payload: WithPayloadInterface,
+        mut each: impl FnMut(PointId, Map<String, Value>) -> Result<()>,
+    ) -> Result<()> {
         let mut offset = None;
         loop {
             let (page, next) = self
@@ -106,21 +149,18 @@ impl Inner {
                 .scroll(ScrollRequest {
                     offset,
                     limit: Some(SCROLL_PAGE),
-                    filter: Some(document_sentences(doc)),
-                    with_payload: Some(WithPayloadInterface::Bool(true)),
+                    filter: Some(filter.clone()),
+                    with_payload: Some(with_payload.clone()),
                     with_vector: WithVector::Bool(false),
                     order_by: None,
                 })
                 .map_err(engine("scroll"))?;
             for record in page {
-                records.push(sentence_from_payload(
-                    point_uuid(record.id)?,
-                    payload_map(record.payload),
-                )?);
+                each(record.id, payload_map(record.payload))?;
             }
             match next {
                 Some(next) => offset = Some(next),
-                None => return Ok(records),
+                None => return Ok(()),
             }
         }
     }

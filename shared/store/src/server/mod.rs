@@ -242,4 +242,8 @@ impl Store for ServerStore {
     async fn stats(&self) -> Result<StoreStats> {
         self.read_stats().await
     }
+
+    async fn documents(&self) -> Result<Vec<crate::IndexedDocument>> {
+        self.read_documents().await
+    }
 }

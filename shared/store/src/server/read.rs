@@ -3,6 +3,8 @@
 use std::collections::HashMap;
 
 use casement_text::{DocRef, DocumentState, SentenceRecord};
+use qdrant_client::qdrant::PayloadIncludeSelector;
+use qdrant_client::qdrant::with_payload_selector::SelectorOptions;
 use qdrant_client::qdrant::{
     Condition, CountPointsBuilder, Filter, GetPointsBuilder, PointId, PrefetchQueryBuilder, Query,
     QueryBatchPointsBuilder, QueryPointsBuilder, RrfBuilder, ScoredPoint, ScrollPointsBuilder,
@@ -117,24 +119,64 @@ impl ServerStore {
 
     pub(super) async fn read_records(&self, doc: DocRef<'_>) -> Result<Vec<SentenceRecord>> {
         let mut records = Vec::new();
+        self.scroll_all(
+            document_sentences(doc),
+            SelectorOptions::Enable(true),
+            |id, payload| {
+                records.push(sentence_from_payload(point_uuid(id)?, payload)?);
+                Ok(())
+            },
+        )
+        .await?;
+        Ok(records)
+    }
+
+    pub(super) async fn read_documents(&self) -> Result<Vec<crate::IndexedDocument>> {
+        let mut states = Vec::new();
+        let documents = Filter::must([keyword(KIND, KIND_DOCUMENT)]);
+        self.scroll_all(documents, SelectorOptions::Enable(true), |_, payload| {
+            states.push(document_from_payload(payload)?);
+            Ok(())
+        })
+        .await?;
+        let mut sentences = Vec::new();
+        let sentence_points = Filter::must([keyword(KIND, KIND_SENTENCE)]);
+        let fields = SelectorOptions::Include(PayloadIncludeSelector {
+            fields: vec!["doc_id".to_owned(), "tenant".to_owned()],
+        });
+        self.scroll_all(sentence_points, fields, |_, payload| {
+            let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_owned);
+            sentences.push((text("tenant"), text("doc_id").unwrap_or_default()));
+            Ok(())
+        })
+        .await?;
+        Ok(crate::indexed_documents(states, sentences))
+    }
+
+    /// Every point `filter` selects, page by page, with the payload `with_payload` asks for.
+    async fn scroll_all(
+        &self,
+        filter: Filter,
+        with_payload: SelectorOptions,
+        mut each: impl FnMut(Option<PointId>, Map<String, Value>) -> Result<()>,
+    ) -> Result<()> {
         let mut offset: Option<PointId> = None;
         loop {
             let mut request = ScrollPointsBuilder::new(&self.collection)
-                .filter(document_sentences(doc))
+                .filter(filter.clone())
                 .limit(SCROLL_PAGE)
-                .with_payload(true)
+                .with_payload(with_payload.clone())
                 .with_vectors(false);
             if let Some(offset) = offset.take() {
                 request = request.offset(offset);
             }
             let page = self.client.scroll(request).await.map_err(grpc("scroll"))?;
             for point in page.result {
-                let id = point_uuid(point.id)?;
-                records.push(sentence_from_payload(id, json_payload(point.payload))?);
+                each(point.id, json_payload(point.payload))?;
             }
             match page.next_page_offset {
                 Some(next) => offset = Some(next),
-                None => return Ok(records),
+                None => return Ok(()),
             }
         }
     }

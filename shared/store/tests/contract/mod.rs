@@ -11,7 +11,8 @@ mod writes;
 pub use healing::cut_off_write_heals;
 pub use search::{metadata_filter, sparse_channel_finds_identifier, tenant_filter};
 pub use writes::{
-    delete_tombstone_stale, payload_update_keeps_vector, read_back_exactly, schema_and_reopen,
+    delete_tombstone_stale, documents_listing, payload_update_keeps_vector, read_back_exactly,
+    schema_and_reopen,
 };
 
 use std::collections::BTreeMap;
@@ -77,12 +78,13 @@ pub fn markdown(doc_id: &str, revision: u64, tenant: Option<&str>, content: &str
 
 /// What the pipeline does with one upsert: fence, read, plan, embed, write.
 pub async fn index<S: Store>(store: &S, revision: &Revision) -> (ChangePlan, Applied) {
-    let indexed = store.document(&revision.doc_id).await.expect("document");
+    let doc = casement_text::DocRef::new(revision.tenant.as_deref(), &revision.doc_id);
+    let indexed = store.document(doc).await.expect("document");
     if let Fence::Stale { indexed_revision } = fence(indexed.as_ref(), revision.revision) {
         let (plan, _) = plan_upsert(&[], revision, &TextConfig::default()).expect("plan");
         return (plan, Applied::Stale { indexed_revision });
     }
-    let current = store.records(&revision.doc_id).await.expect("records");
+    let current = store.records(doc).await.expect("records");
     let (plan, _) = plan_upsert(&current, revision, &TextConfig::default()).expect("plan");
     let applied = store
         .apply(&plan, &plan_vectors(&plan))

@@ -193,3 +193,58 @@ pub async fn delete_tombstone_stale<H: Harness>(harness: &H) {
     assert_eq!(store.records("guide").await.expect("records").len(), 6);
     assert_eq!(store.stats().await.expect("stats").tombstones, 0);
 }
+
+/// `documents` lists live documents, tombstones and sentence points left without a state
+/// (a write cut off before its last step), each with its tenant and point count.
+pub async fn documents_listing<H: Harness>(harness: &H) {
+    let store = harness.open().await;
+    assert!(store.documents().await.expect("documents").is_empty());
+    index(&store, &markdown("guide", 2, None, GUIDE)).await;
+    index(&store, &markdown("guide", 1, Some("acme"), GUIDE)).await;
+    index(
+        &store,
+        &markdown("gone", 1, None, "# Gone\n\nThis page goes away.\n"),
+    )
+    .await;
+    delete_document(&store, "gone", 2).await.expect("delete");
+    // A new document whose write stops after its first sentence point: no state point yet.
+    let (plan, _) = plan_upsert(
+        &[],
+        &markdown(
+            "half",
+            1,
+            None,
+            "# Half\n\nOnly the sentences got in. Then it stopped.\n",
+        ),
+        &TextConfig::default(),
+    )
+    .expect("plan");
+    store
+        .apply_first(&plan, &plan_vectors(&plan), 1)
+        .await
+        .expect("cut-off write");
+    let listed: Vec<_> = store
+        .documents()
+        .await
+        .expect("documents")
+        .into_iter()
+        .map(|d| {
+            let state = d.state.as_ref().map(|s| (s.revision, s.deleted));
+            (d.tenant, d.doc_id, state, d.points)
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (None, "gone".to_owned(), Some((2, true)), 0),
+            (None, "guide".to_owned(), Some((2, false)), 6),
+            (None, "half".to_owned(), None, 1),
+            (
+                Some("acme".to_owned()),
+                "guide".to_owned(),
+                Some((1, false)),
+                6
+            ),
+        ]
+    );
+}
