@@ -48,6 +48,8 @@ pub struct CasementConfig {
     pub rerank: RerankConfig,
     /// The golden set run against the index; on the bundled sample its own set by default.
     pub eval: EvalConfig,
+    /// `casement audit`: the guard of its `--fix`.
+    pub audit: casement_pipeline::audit::AuditConfig,
     pub log: LogConfig,
 }
 
@@ -71,6 +73,7 @@ impl Default for CasementConfig {
             search: SearchConfig::default(),
             rerank: RerankConfig::default(),
             eval: EvalConfig::default(),
+            audit: Default::default(),
             log: LogConfig {
                 // Readable by default: our own progress and decisions, others' warnings.
                 filter: "warn,casement=info,casement_query=warn".into(),
@@ -304,6 +307,7 @@ impl casement_config::Config for CasementConfig {
             );
         }
         self.text.validate()?;
+        self.audit.validate()?;
         self.store().validate()?;
         casement_config::Config::validate(&self.query())
     }

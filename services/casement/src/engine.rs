@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use casement_inference::Embed;
 use casement_pipeline::factory::{self, ProcessorConfig};
-use casement_pipeline::{Finished, Metrics, Offsets, Shutdown, SourceId, Stages};
+use casement_pipeline::{Finished, Metrics, Offsets, Processor, Shutdown, SourceId, Stages};
 use casement_store::{AnyStore, StoreProbe};
 use prometheus::Registry;
 use tokio::sync::{mpsc, watch};
@@ -26,6 +26,8 @@ pub struct Engine {
     pub store: AnyStore,
     pub store_probe: StoreProbe,
     pub model: Arc<dyn Embed>,
+    /// The pipeline's processor (an audit plans with it).
+    pub processor: Arc<Processor<AnyStore>>,
     pub registry: Registry,
     pub pipeline_metrics: Metrics,
     pub local_metrics: LocalMetrics,
@@ -76,12 +78,12 @@ impl Engine {
             text: &config.text,
             fetch: &config.fetch,
         };
-        let processor = factory::processor(
+        let processor = Arc::new(factory::processor(
             processor_config,
             &pipeline_metrics,
             model.clone(),
             store.clone(),
-        )?;
+        )?);
         // One probe: the index gauges and the query router's readiness.
         let store_probe = factory::spawn_store_probe(store.clone(), &pipeline_metrics);
         let offsets = Offsets::default();
@@ -97,7 +99,7 @@ impl Engine {
         let (shutdown, shutdown_rx) = Shutdown::new();
         let (input, mut tasks) = casement_pipeline::spawn(
             Stages {
-                processor: Arc::new(processor),
+                processor: processor.clone(),
                 config: config.pipeline.clone(),
                 decode: config.events.clone(),
                 dead_letters: dead_letters.clone(),
@@ -121,6 +123,7 @@ impl Engine {
             store,
             store_probe,
             model,
+            processor,
             registry,
             pipeline_metrics,
             local_metrics,

@@ -4,8 +4,10 @@
 //! one ([`engine`]); no Kafka client is linked. `casement run` serves ([`run`]),
 //! `casement backfill` indexes and exits ([`backfill`]), `casement eval` runs a golden set
 //! against a running service over HTTP ([`eval`]), `casement snapshot` and `casement
-//! restore` copy a data directory and back ([`snapshot`]).
+//! restore` copy a data directory and back ([`snapshot`]), `casement audit` compares the
+//! index with a source of truth and repairs it ([`audit`]).
 
+pub mod audit;
 pub mod backfill;
 pub mod config;
 pub mod engine;

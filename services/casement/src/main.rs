@@ -66,6 +66,34 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Compare the index with a source of truth and report documents missing from it,
+    /// behind or ahead of the source, left behind (deleted in the source or absent from it)
+    /// and indexed at the right revision with wrong points. Exit code 0: the index matches;
+    /// 1: it does not; 2: could not run, or the fix was refused. The data directory must not
+    /// be open in another process.
+    Audit {
+        /// A revision log (JSONL, optionally .gz: each document's last event is the truth) or
+        /// a listing (JSONL lines {"doc_id", "revision", "tenant"?, "deleted"?}: revisions
+        /// only, no content to compare).
+        source: PathBuf,
+        /// Repair what was found through the pipeline (upserts of the source's revisions,
+        /// deletes), then audit again.
+        #[arg(long)]
+        fix: bool,
+        /// Let --fix delete more than audit.max_delete_share of the index's documents.
+        #[arg(long, requires = "fix")]
+        force: bool,
+        /// Print the report as JSON (figures and every finding).
+        #[arg(long)]
+        json: bool,
+        /// Also write the casement_audit_* metrics to this file (Prometheus text format, for
+        /// node_exporter's textfile collector; replaced atomically).
+        #[arg(long)]
+        metrics_file: Option<PathBuf>,
+        /// Documents listed per finding in the text report.
+        #[arg(long, default_value_t = 20)]
+        list: usize,
+    },
     /// Run a golden set (JSONL: query, doc_id, optional text, tenant, id) against a running
     /// service over HTTP; print recall@k, MRR@k and each failing query with what came back
     /// first. Exit code 0: every case passed; 1: some failed; 2: could not run.
@@ -120,6 +148,41 @@ fn main() -> ExitCode {
         };
         return casement::eval::command(&args, *json);
     }
+    if let Command::Audit {
+        source,
+        fix,
+        force,
+        json,
+        metrics_file,
+        list,
+    } = &cli.command
+    {
+        let args = casement::audit::AuditArgs {
+            source: source.clone(),
+            fix: *fix,
+            force: *force,
+            json: *json,
+            metrics_file: metrics_file.clone(),
+            list: *list,
+        };
+        let outcome = (|| -> anyhow::Result<u8> {
+            let mut config: CasementConfig =
+                casement_config::load(cli.config.as_deref(), config::ENV_PREFIX, std::env::vars())?;
+            if let Some(dir) = &cli.data_dir {
+                config.data_dir = dir.clone();
+            }
+            casement::snapshot::check_not_restoring(&config.data_dir)?;
+            casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+            casement_service::runtime()?.block_on(casement::audit::command(config, args))
+        })();
+        return match outcome {
+            Ok(code) => ExitCode::from(code),
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::from(casement::audit::COULD_NOT_RUN)
+            }
+        };
+    }
     casement_service::exit(|| run(cli))
 }
 
@@ -155,7 +218,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
             casement_service::runtime()?.block_on(casement::backfill::backfill(config, paths))
         }
-        Command::Eval { .. } => unreachable!("handled in main"),
+        Command::Eval { .. } | Command::Audit { .. } => unreachable!("handled in main"),
         Command::Compact => {
             let store = config.store();
             if store.backend != casement_store::Backend::Edge {

@@ -95,12 +95,17 @@ pub struct RejectedLine {
 
 /// Reads every event of the log file (`.gz`: gzip-compressed), in publish order.
 pub fn read(path: &Path) -> std::io::Result<(Vec<LogEvent>, Vec<RejectedLine>)> {
+    parse(open(path)?)
+}
+
+/// The file's lines, through gzip when it ends in `.gz`.
+pub fn open(path: &Path) -> std::io::Result<Box<dyn BufRead>> {
     let file = std::fs::File::open(path)?;
-    if path.extension().is_some_and(|e| e == "gz") {
-        parse(BufReader::new(flate2::read::GzDecoder::new(file)))
+    Ok(if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(BufReader::new(flate2::read::GzDecoder::new(file)))
     } else {
-        parse(BufReader::new(file))
-    }
+        Box::new(BufReader::new(file))
+    })
 }
 
 /// Reads every event of a log, in publish order (see the module docs).

@@ -21,6 +21,7 @@
 //! one is dead-lettered with the original bytes (5); only sentences whose embedding input
 //! changed reach the model (2).
 
+pub mod audit;
 pub mod config;
 pub mod dry_run;
 pub mod factory;

@@ -53,18 +53,27 @@ const BATCH: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 51
 
 /// Registers metrics in one registry; names are constants, so a failure is a programming
 /// error (a duplicate name) and panics at start.
-struct Registrar<'a>(&'a Registry);
+pub(crate) struct Registrar<'a>(pub(crate) &'a Registry);
 
 #[allow(clippy::expect_used)]
 impl Registrar<'_> {
-    fn add<C: Collector + Clone + 'static>(&self, collector: prometheus::Result<C>) -> C {
+    pub(crate) fn add<C: Collector + Clone + 'static>(
+        &self,
+        collector: prometheus::Result<C>,
+    ) -> C {
         let collector = collector.expect("valid metric");
         self.0
             .register(Box::new(collector.clone()))
             .expect("unique metric names");
         collector
     }
-    fn counters(&self, name: &str, help: &str, label: &str, values: &[&str]) -> IntCounterVec {
+    pub(crate) fn counters(
+        &self,
+        name: &str,
+        help: &str,
+        label: &str,
+        values: &[&str],
+    ) -> IntCounterVec {
         let vec = self.add(IntCounterVec::new(Opts::new(name, help), &[label]));
         for value in values {
             vec.with_label_values(&[value]);
@@ -72,7 +81,7 @@ impl Registrar<'_> {
         vec
     }
     /// A histogram per value of `label`, every value's series created up front.
-    fn histograms(
+    pub(crate) fn histograms(
         &self,
         name: &str,
         help: &str,
@@ -90,22 +99,28 @@ impl Registrar<'_> {
         vec
     }
     /// A gauge per value of `label`, every value's series created up front.
-    fn gauges(&self, name: &str, help: &str, label: &str, values: &[&str]) -> IntGaugeVec {
+    pub(crate) fn gauges(
+        &self,
+        name: &str,
+        help: &str,
+        label: &str,
+        values: &[&str],
+    ) -> IntGaugeVec {
         let vec = self.add(IntGaugeVec::new(Opts::new(name, help), &[label]));
         for value in values {
             vec.with_label_values(&[value]);
         }
         vec
     }
-    fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
+    pub(crate) fn histogram(&self, name: &str, help: &str, buckets: &[f64]) -> Histogram {
         self.add(Histogram::with_opts(
             HistogramOpts::new(name, help).buckets(buckets.to_vec()),
         ))
     }
-    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+    pub(crate) fn gauge(&self, name: &str, help: &str) -> IntGauge {
         self.add(IntGauge::new(name, help))
     }
-    fn seconds(&self, name: &str, help: &str) -> Gauge {
+    pub(crate) fn seconds(&self, name: &str, help: &str) -> Gauge {
         self.add(Gauge::new(name, help))
     }
 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use casement_events::{Change, Event};
 use casement_store::{Applied, Store};
-use casement_text::TextConfig;
+use casement_text::{ChangePlan, DocRef, Revision, TextConfig};
 
 use crate::fetch::{FetchError, Fetcher};
 use crate::metrics::Metrics;
@@ -149,6 +149,20 @@ impl<S: Store> Processor<S> {
 
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// What applying `revision` over the index would write now: read, segment, enrich and
+    /// plan as [`Processor::process`] does, with nothing embedded, written or timed. An
+    /// audit's check that a document's points are what its revision makes (an empty plan
+    /// whose document state is the indexed one).
+    pub async fn plan_revision(&self, revision: &Revision) -> Result<ChangePlan, ProcessError> {
+        let doc = DocRef::new(revision.tenant.as_deref(), &revision.doc_id);
+        let current = read::run(&self.store, doc).await?;
+        let segmented = segment::run(&current, revision, &self.text)?;
+        let contexts = self.enricher.contexts(&segmented, &current).await;
+        Ok(plan::upsert(
+            &current, &segmented, &self.text, &contexts, false,
+        ))
     }
 
     /// Applies one event: [`Outcome::Applied`], [`Outcome::Deleted`] or

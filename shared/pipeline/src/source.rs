@@ -27,11 +27,19 @@ pub enum SourceId {
     Webhook,
     /// A MediaWiki's change stream (Server-Sent Events).
     Mediawiki,
+    /// The repairs of `casement audit --fix`.
+    Audit,
 }
 
 impl SourceId {
     /// The local sources of the all-in-one.
-    pub const LOCAL: [Self; 4] = [Self::Replay, Self::Watch, Self::Webhook, Self::Mediawiki];
+    pub const LOCAL: [Self; 5] = [
+        Self::Replay,
+        Self::Watch,
+        Self::Webhook,
+        Self::Mediawiki,
+        Self::Audit,
+    ];
 
     /// The `source` label and log field.
     pub fn name(self) -> &'static str {
@@ -41,6 +49,7 @@ impl SourceId {
             Self::Watch => "watch",
             Self::Webhook => "webhook",
             Self::Mediawiki => "mediawiki",
+            Self::Audit => "audit",
         }
     }
 

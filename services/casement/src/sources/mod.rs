@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use casement_events::{EventFormat, NativeEvent};
+use casement_events::{Event, EventFormat, NativeEvent};
 use casement_pipeline::{
     Acknowledge, Body, Finished, Offsets, Origin, SourceId, SourceMessage, now_ms,
 };
@@ -78,6 +78,13 @@ impl Feeder {
             Err(_) => Body::Bytes(Some(serde_json::to_vec(&native)?)),
         };
         self.send(source, key, body, resend, None).await
+    }
+
+    /// Sends an event built here (an audit's repair) as it is.
+    pub async fn send_event(&self, source: SourceId, event: Event) -> anyhow::Result<i64> {
+        let key = Some(event.doc_id().as_bytes().to_vec());
+        self.send(source, key, Body::Event(Box::new(event)), false, None)
+            .await
     }
 
     /// Sends bytes to decode (a stream's events), with nobody waiting for the outcome.
