@@ -17,7 +17,16 @@ fn help_lists_the_commands() {
     let output = casement().arg("--help").output().expect("runs");
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
-    for command in ["run", "backfill", "check-config", "eval", "compact"] {
+    for command in [
+        "run",
+        "backfill",
+        "check-config",
+        "eval",
+        "compact",
+        "audit",
+        "snapshot",
+        "restore",
+    ] {
         assert!(help.contains(command), "{help}");
     }
 }
@@ -190,6 +199,35 @@ fn backfill_indexes_and_summarises() {
         .expect("runs");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("must be a revision log"));
+
+    // The index records what it was made with: another model (same dimension) or another
+    // window radius is refused at start, naming both, and the index is left as it was.
+    for (settings, message) in [
+        (
+            [("CASEMENT__EMBEDDER__PRECISION", "int8")].as_slice(),
+            "it was embedded with all-minilm-l6-v2:fp32 (384 dimensions), this process embeds with all-minilm-l6-v2:int8 (384 dimensions)",
+        ),
+        (
+            [
+                ("CASEMENT__TEXT__WINDOW_RADIUS", "2"),
+                ("CASEMENT__SEARCH__INDEXED_WINDOW_RADIUS", "2"),
+            ]
+            .as_slice(),
+            "its windows have a radius of 3 sentences, this process's 2",
+        ),
+    ] {
+        let output = casement()
+            .envs(settings.iter().copied())
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("backfill")
+            .arg(&log)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{stderr}");
+        assert!(stderr.contains(message), "{message:?} in:\n{stderr}");
+    }
 }
 
 /// `casement eval` exits 2 when it cannot run: a malformed golden set (with its line), no

@@ -67,6 +67,12 @@ impl Store for FailingStore {
     async fn documents(&self) -> Result<Vec<casement_store::IndexedDocument>> {
         self.inner.documents().await
     }
+    async fn settings(&self) -> Result<Option<casement_store::IndexSettings>> {
+        self.inner.settings().await
+    }
+    async fn record_settings(&self, settings: &casement_store::IndexSettings) -> Result<()> {
+        self.inner.record_settings(settings).await
+    }
     async fn sync(&self) -> Result<()> {
         self.inner.sync().await
     }

@@ -124,6 +124,7 @@ pub async fn run(
     let store = AnyStore::open(&config.store, embedder.dimension())
         .await
         .context("opening the store ([store])")?;
+    check_index_settings(&store, &*embedder, config.search.indexed_window_radius).await?;
     let listener = bind(config.listen).await?;
     tracing::info!(
         address = %listener.local_addr()?,
@@ -148,6 +149,32 @@ pub async fn run(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A reader's check of the index's recorded settings: the model (and dimension) its query
+/// vectors come from, and the window radius it was indexed with, must be the index's.
+pub async fn check_index_settings<S: casement_store::Store>(
+    store: &S,
+    embedder: &dyn casement_inference::Embed,
+    indexed_window_radius: usize,
+) -> anyhow::Result<()> {
+    let ours = casement_store::IndexSettings {
+        model: embedder.model_id().to_owned(),
+        dimension: embedder.dimension(),
+        window_radius: indexed_window_radius,
+        context: String::new(),
+    };
+    match casement_store::check_settings(store, &ours, casement_store::Access::Read).await {
+        Ok(casement_store::SettingsCheck::Unrecorded) => {
+            tracing::warn!(
+                "the index has no recorded settings yet (an indexer records them when it starts): \
+                 its model and window radius cannot be checked against this service's"
+            );
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(error) => Err(anyhow::anyhow!("{error}")),
+    }
 }
 
 pub async fn bind(listen: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {

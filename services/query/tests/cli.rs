@@ -1,5 +1,7 @@
 //! The query binary: help, configuration defaults and errors.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::Command;
 
 use casement_query::QueryConfig;
@@ -73,4 +75,39 @@ fn run_fails_at_start_on_bad_config() {
         .expect("runs");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("at least 16 characters"));
+}
+
+/// An index recorded as made with another model (same dimension) is refused at start,
+/// naming both models, instead of being searched with vectors from another space.
+#[test]
+fn run_refuses_an_index_made_with_another_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = casement_store::StoreConfig::default();
+    store.edge.path = dir.path().join("index");
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let edge = casement_store::EdgeStore::open(&store, 384).unwrap();
+        let theirs = casement_store::IndexSettings {
+            model: "all-minilm-l6-v2:int8".into(),
+            dimension: 384,
+            window_radius: 3,
+            context: "structural".into(),
+        };
+        casement_store::check_settings(&edge, &theirs, casement_store::Access::Write)
+            .await
+            .unwrap();
+    });
+    let output = query()
+        .env("CASEMENT_QUERY__STORE__EDGE__PATH", &store.edge.path)
+        .env("CASEMENT_QUERY__LISTEN", "127.0.0.1:0")
+        .arg("run")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "it was embedded with all-minilm-l6-v2:int8 (384 dimensions), this process embeds with all-minilm-l6-v2:fp32"
+        ),
+        "{stderr}"
+    );
 }

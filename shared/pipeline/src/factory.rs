@@ -36,6 +36,48 @@ pub struct ProcessorConfig<'a> {
     pub fetch: &'a FetchConfig,
 }
 
+/// How this configuration situates each sentence: `structural`, `none`, or
+/// `llm:<model>:<prompt version>` (recorded in the index's settings).
+pub fn context_label(enrich: &EnrichConfig) -> String {
+    match enrich.mode {
+        crate::config::EnrichMode::Structural => "structural".to_owned(),
+        crate::config::EnrichMode::None => "none".to_owned(),
+        crate::config::EnrichMode::Llm => {
+            format!("llm:{}:{}", enrich.llm.model, enrich.llm.prompt_version)
+        }
+    }
+}
+
+/// A writer's check of the index's recorded settings against its model and config
+/// (`casement_store::check_settings`): a mismatch fails the start with both named; an
+/// index without settings gets this process's, logged when it already holds documents.
+pub async fn check_index_settings<S: Store>(
+    store: &S,
+    model: &dyn Embed,
+    config: ProcessorConfig<'_>,
+) -> anyhow::Result<()> {
+    let ours = casement_store::IndexSettings {
+        model: model.model_id().to_owned(),
+        dimension: model.dimension(),
+        window_radius: config.text.window_radius,
+        context: context_label(config.enrich),
+    };
+    match casement_store::check_settings(store, &ours, casement_store::Access::Write).await {
+        Ok(casement_store::SettingsCheck::Recorded { documents }) if documents > 0 => {
+            tracing::info!(
+                documents,
+                model = %ours.model,
+                window_radius = ours.window_radius,
+                context = %ours.context,
+                "the index had no recorded settings (made before Casement kept them): recorded this configuration's"
+            );
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(error) => Err(anyhow::anyhow!("{error}")),
+    }
+}
+
 /// The processor over a loaded model and an open store (the all-in-one shares both with
 /// the query service), with the fetcher of `[fetch]` when it names an API (started on the
 /// current runtime).

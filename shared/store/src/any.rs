@@ -101,6 +101,14 @@ impl Store for AnyStore {
         dispatch!(self, s => s.documents().await)
     }
 
+    async fn settings(&self) -> Result<Option<crate::IndexSettings>> {
+        dispatch!(self, s => s.settings().await)
+    }
+
+    async fn record_settings(&self, settings: &crate::IndexSettings) -> Result<()> {
+        dispatch!(self, s => s.record_settings(settings).await)
+    }
+
     async fn sync(&self) -> Result<()> {
         dispatch!(self, s => s.sync().await)
     }

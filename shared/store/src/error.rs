@@ -30,6 +30,9 @@ pub enum Error {
     Dimension { expected: usize, got: usize },
     #[error("revision {0} of a document does not fit a signed 64-bit payload integer")]
     RevisionRange(u64),
+    /// The index was made with other settings than this process's (model, radius, ...).
+    #[error("{0}")]
+    Settings(String),
     #[error("a stored point of {doc_id} has a payload Casement cannot read: {message}")]
     Payload { doc_id: String, message: String },
 }

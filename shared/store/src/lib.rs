@@ -235,12 +235,99 @@ pub trait Store: Send + Sync {
     /// without a live state is damage no write of Casement leaves once it finishes).
     fn documents(&self) -> impl Future<Output = Result<Vec<IndexedDocument>>> + Send;
 
+    /// What the index was made with, if recorded ([`check_settings`]).
+    fn settings(&self) -> impl Future<Output = Result<Option<IndexSettings>>> + Send;
+
+    /// Records what the index is made with, durably (replacing what was recorded).
+    fn record_settings(&self, settings: &IndexSettings) -> impl Future<Output = Result<()>> + Send;
+
     /// Makes every write that returned before this call durable: one flush of the
     /// write-ahead log and segments covers the writes of many events (group commit). A
     /// backend whose writes are durable when they return does nothing.
     fn sync(&self) -> impl Future<Output = Result<()>> + Send {
         async { Ok(()) }
     }
+}
+
+/// What an index's vectors and windows are made with, recorded in the index itself (a
+/// point of its own): a process configured otherwise would search it with query vectors
+/// from another model, or write a mix of two models' vectors, windows or contexts.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct IndexSettings {
+    /// The embedding model (`Embed::model_id`: name and precision, or the hosted model).
+    pub model: String,
+    pub dimension: usize,
+    /// Sentences on each side of a sentence in its window (`text.window_radius`).
+    pub window_radius: usize,
+    /// How each sentence's embedding input is situated: `structural`, `none`, or
+    /// `llm:<model>:<prompt version>`.
+    pub context: String,
+}
+
+/// Who checks the settings: a writer (an indexer) must match in full and records them on
+/// an index that has none; a reader (a query service) must match the model, dimension and
+/// window radius, and records nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Write,
+    Read,
+}
+
+/// What [`check_settings`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingsCheck {
+    /// The index's recorded settings are this process's.
+    Match,
+    /// None were recorded (a new index, or one made before they were kept): now they are.
+    Recorded { documents: u64 },
+    /// None are recorded, and a reader records nothing.
+    Unrecorded,
+}
+
+/// Compares this process's settings with the index's, at start: a mismatch is an error
+/// that says both, so a service with another model or radius refuses to start instead of
+/// answering nonsense or mixing vectors.
+pub async fn check_settings<S: Store>(
+    store: &S,
+    ours: &IndexSettings,
+    access: Access,
+) -> Result<SettingsCheck> {
+    let Some(theirs) = store.settings().await? else {
+        if access == Access::Read {
+            return Ok(SettingsCheck::Unrecorded);
+        }
+        let documents = store.stats().await?.documents;
+        store.record_settings(ours).await?;
+        return Ok(SettingsCheck::Recorded { documents });
+    };
+    let mut differences = Vec::new();
+    if theirs.model != ours.model || theirs.dimension != ours.dimension {
+        differences.push(format!(
+            "it was embedded with {} ({} dimensions), this process embeds with {} ({} dimensions)",
+            theirs.model, theirs.dimension, ours.model, ours.dimension
+        ));
+    }
+    if theirs.window_radius != ours.window_radius {
+        differences.push(format!(
+            "its windows have a radius of {} sentences, this process's {}",
+            theirs.window_radius, ours.window_radius
+        ));
+    }
+    if access == Access::Write && theirs.context != ours.context {
+        differences.push(format!(
+            "its sentences are situated by `{}`, this process's by `{}`",
+            theirs.context, ours.context
+        ));
+    }
+    if differences.is_empty() {
+        return Ok(SettingsCheck::Match);
+    }
+    Err(Error::Settings(format!(
+        "the index does not match this configuration: {}. Configure the settings it was made \
+         with, or build a new index with the new ones in another data directory or collection \
+         (casement backfill)",
+        differences.join("; ")
+    )))
 }
 
 /// A document as the index holds it: see [`Store::documents`].

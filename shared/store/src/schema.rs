@@ -6,7 +6,9 @@
 //!   BM25 sparse vector (`bm25`, IDF modifier) and the `SentenceRecord` as payload;
 //! - `document`: one per document, without vectors, holding its `DocumentState` (indexed
 //!   revision, or the tombstone of a delete). It is written after the document's sentences,
-//!   so it never claims a revision whose points are not all in place.
+//!   so it never claims a revision whose points are not all in place;
+//! - `settings`: one per index, without vectors: what its vectors and windows were made
+//!   with ([`crate::IndexSettings`]).
 
 use casement_text::{DocRef, DocumentState, SentenceRecord};
 use serde_json::{Map, Value};
@@ -20,6 +22,34 @@ pub const SPARSE_VECTOR: &str = "bm25";
 pub const KIND: &str = "kind";
 pub const KIND_SENTENCE: &str = "sentence";
 pub const KIND_DOCUMENT: &str = "document";
+pub const KIND_SETTINGS: &str = "settings";
+
+/// The id of the index's settings point.
+pub fn settings_point_id() -> Uuid {
+    Uuid::new_v5(&DOCUMENT_ID_NAMESPACE, b"\0casement index settings")
+}
+
+pub fn settings_payload(settings: &crate::IndexSettings) -> Result<Map<String, Value>> {
+    let mut map = match serde_json::to_value(settings) {
+        Ok(Value::Object(map)) => map,
+        other => {
+            return Err(Error::Payload {
+                doc_id: "(index settings)".into(),
+                message: format!("not an object: {other:?}"),
+            });
+        }
+    };
+    map.insert(KIND.to_owned(), Value::from(KIND_SETTINGS));
+    Ok(map)
+}
+
+pub fn settings_from_payload(mut payload: Map<String, Value>) -> Result<crate::IndexSettings> {
+    payload.remove(KIND);
+    serde_json::from_value(Value::Object(payload)).map_err(|e| Error::Payload {
+        doc_id: "(index settings)".into(),
+        message: e.to_string(),
+    })
+}
 
 /// Payload indexes: what filters and scrolls select on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

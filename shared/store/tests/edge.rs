@@ -50,6 +50,11 @@ async fn delete_tombstone_stale() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_recorded_and_checked() {
+    contract::settings_recorded_and_checked(&Edge::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_listing() {
     contract::documents_listing(&Edge::new()).await;
 }

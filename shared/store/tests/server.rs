@@ -67,6 +67,7 @@ scenario!(read_back_exactly);
 scenario!(payload_update_keeps_vector);
 scenario!(delete_tombstone_stale);
 scenario!(documents_listing);
+scenario!(settings_recorded_and_checked);
 scenario!(sparse_channel_finds_identifier);
 scenario!(tenant_filter);
 scenario!(metadata_filter);

@@ -399,4 +399,14 @@ impl Store for EdgeStore {
         let inner = self.inner.clone();
         blocking(move || inner.documents()).await
     }
+
+    async fn settings(&self) -> Result<Option<crate::IndexSettings>> {
+        let inner = self.inner.clone();
+        blocking(move || inner.settings()).await
+    }
+
+    async fn record_settings(&self, settings: &crate::IndexSettings) -> Result<()> {
+        let (inner, settings) = (self.inner.clone(), settings.clone());
+        blocking(move || inner.record_settings(&settings)).await
+    }
 }

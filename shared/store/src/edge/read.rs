@@ -97,6 +97,22 @@ impl Inner {
             .transpose()
     }
 
+    pub(super) fn settings(&self) -> Result<Option<crate::IndexSettings>> {
+        let records = self
+            .shard()?
+            .retrieve(
+                &[PointId::Uuid(crate::schema::settings_point_id())],
+                Some(WithPayloadInterface::Bool(true)),
+                Some(WithVector::Bool(false)),
+            )
+            .map_err(engine("read settings"))?;
+        records
+            .into_iter()
+            .next()
+            .map(|r| crate::schema::settings_from_payload(payload_map(r.payload)))
+            .transpose()
+    }
+
     pub(super) fn records(&self, doc: DocRef<'_>) -> Result<Vec<SentenceRecord>> {
         let mut records = Vec::new();
         self.scroll_all(

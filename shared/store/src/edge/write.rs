@@ -140,6 +140,21 @@ impl Inner {
         }
     }
 
+    /// Writes the settings point and flushes.
+    pub(super) fn record_settings(&self, settings: &crate::IndexSettings) -> Result<()> {
+        let point = PointStructPersisted {
+            id: PointId::Uuid(crate::schema::settings_point_id()),
+            vector: VectorStructInternal::Named(HashMap::new()).into(),
+            payload: Some(Payload(crate::schema::settings_payload(settings)?)),
+        };
+        {
+            let _writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+            self.check_free_space()?;
+            self.update("record settings", upsert(vec![point]))?;
+        }
+        self.sync()
+    }
+
     fn update(&self, operation: &'static str, update: UpdateOperation) -> Result<()> {
         self.shard()?.update(update).map_err(engine(operation))
     }

@@ -246,4 +246,12 @@ impl Store for ServerStore {
     async fn documents(&self) -> Result<Vec<crate::IndexedDocument>> {
         self.read_documents().await
     }
+
+    async fn settings(&self) -> Result<Option<crate::IndexSettings>> {
+        self.read_settings().await
+    }
+
+    async fn record_settings(&self, settings: &crate::IndexSettings) -> Result<()> {
+        self.write_settings(settings).await
+    }
 }

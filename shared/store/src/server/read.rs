@@ -117,6 +117,27 @@ impl ServerStore {
             .transpose()
     }
 
+    pub(super) async fn read_settings(&self) -> Result<Option<crate::IndexSettings>> {
+        let response = self
+            .client
+            .get_points(
+                GetPointsBuilder::new(
+                    &self.collection,
+                    vec![point_id(crate::schema::settings_point_id())],
+                )
+                .with_payload(true)
+                .with_vectors(false),
+            )
+            .await
+            .map_err(grpc("read settings"))?;
+        response
+            .result
+            .into_iter()
+            .next()
+            .map(|point| crate::schema::settings_from_payload(json_payload(point.payload)))
+            .transpose()
+    }
+
     pub(super) async fn read_records(&self, doc: DocRef<'_>) -> Result<Vec<SentenceRecord>> {
         let mut records = Vec::new();
         self.scroll_all(

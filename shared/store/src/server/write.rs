@@ -47,6 +47,15 @@ impl ServerStore {
         Ok(points)
     }
 
+    pub(super) async fn write_settings(&self, settings: &crate::IndexSettings) -> Result<()> {
+        let point = PointStruct::new(
+            point_id(crate::schema::settings_point_id()),
+            NamedVectors::default(),
+            Payload::from(crate::schema::settings_payload(settings)?),
+        );
+        self.upsert(vec![point]).await
+    }
+
     async fn upsert(&self, points: Vec<PointStruct>) -> Result<()> {
         self.client
             .upsert_points(UpsertPointsBuilder::new(&self.collection, points).wait(true))

@@ -12,7 +12,7 @@ pub use healing::cut_off_write_heals;
 pub use search::{metadata_filter, sparse_channel_finds_identifier, tenant_filter};
 pub use writes::{
     delete_tombstone_stale, documents_listing, payload_update_keeps_vector, read_back_exactly,
-    schema_and_reopen,
+    schema_and_reopen, settings_recorded_and_checked,
 };
 
 use std::collections::BTreeMap;

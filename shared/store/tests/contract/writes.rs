@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
-use casement_store::{Applied, QueryFilter, Store, delete_document};
+use casement_store::{
+    Access, Applied, IndexSettings, QueryFilter, SettingsCheck, Store, check_settings,
+    delete_document,
+};
 use casement_text::{DocRef, TextConfig, plan_upsert};
 use uuid::Uuid;
 
@@ -246,5 +249,91 @@ pub async fn documents_listing<H: Harness>(harness: &H) {
                 6
             ),
         ]
+    );
+}
+
+/// The index's settings: none on a new index, recorded by a writer's check, kept across a
+/// reopen; a reader must match the model and radius (not the context), a writer all three.
+pub async fn settings_recorded_and_checked<H: Harness>(harness: &H) {
+    let ours = IndexSettings {
+        model: "all-minilm-l6-v2:fp32".into(),
+        dimension: DIMENSION,
+        window_radius: 3,
+        context: "structural".into(),
+    };
+    {
+        let store = harness.open().await;
+        assert_eq!(store.settings().await.expect("settings"), None);
+        assert_eq!(
+            check_settings(&store, &ours, Access::Read)
+                .await
+                .expect("read"),
+            SettingsCheck::Unrecorded
+        );
+        assert_eq!(store.settings().await.expect("settings"), None);
+        index(&store, &markdown("guide", 1, None, GUIDE)).await;
+        assert_eq!(
+            check_settings(&store, &ours, Access::Write)
+                .await
+                .expect("write"),
+            SettingsCheck::Recorded { documents: 1 }
+        );
+    }
+    let store = harness.open().await;
+    assert_eq!(
+        store.settings().await.expect("settings"),
+        Some(ours.clone())
+    );
+    // The settings point is no document and no sentence.
+    assert_eq!(store.documents().await.expect("documents").len(), 1);
+    let stats = store.stats().await.expect("stats");
+    assert_eq!((stats.documents, stats.points), (1, 6));
+    for access in [Access::Read, Access::Write] {
+        assert_eq!(
+            check_settings(&store, &ours, access).await.expect("match"),
+            SettingsCheck::Match
+        );
+    }
+    let other_context = IndexSettings {
+        context: "none".into(),
+        ..ours.clone()
+    };
+    assert_eq!(
+        check_settings(&store, &other_context, Access::Read)
+            .await
+            .expect("a reader does not situate sentences"),
+        SettingsCheck::Match
+    );
+    let refused = |settings: IndexSettings, access| {
+        let store = &store;
+        async move {
+            check_settings(store, &settings, access)
+                .await
+                .expect_err("refused")
+                .to_string()
+        }
+    };
+    let error = refused(other_context, Access::Write).await;
+    assert!(
+        error.contains("situated by `structural`, this process's by `none`"),
+        "{error}"
+    );
+    let other_model = IndexSettings {
+        model: "all-minilm-l6-v2:int8".into(),
+        ..ours.clone()
+    };
+    let error = refused(other_model, Access::Read).await;
+    assert!(
+        error.contains("embedded with all-minilm-l6-v2:fp32 (384 dimensions), this process embeds with all-minilm-l6-v2:int8"),
+        "{error}"
+    );
+    let other_radius = IndexSettings {
+        window_radius: 2,
+        ..ours
+    };
+    let error = refused(other_radius, Access::Read).await;
+    assert!(
+        error.contains("radius of 3 sentences, this process's 2"),
+        "{error}"
     );
 }
