@@ -86,20 +86,22 @@ async fn run(
     }
     let fixes = report.fixes();
     let total = fixes.len() as u64;
-    let dead_before = engine.events("dead_lettered");
+    let mut outcomes = Vec::with_capacity(fixes.len());
     for event in fixes {
-        engine.feeder.send_event(SourceId::Audit, event).await?;
+        outcomes.push(engine.feeder.send_event(SourceId::Audit, event).await?);
     }
     metrics.fixes.with_label_values(&["sent"]).inc_by(total);
     progress::follow("fixing", engine.all_finished.clone(), 0, total).await;
-    let dead = engine.events("dead_lettered") - dead_before;
+    let by_outcome = outcomes_of(outcomes).await;
+    let counts: Vec<String> = by_outcome
+        .iter()
+        .map(|(outcome, n)| format!("{n} {outcome}"))
+        .collect();
     eprintln!(
-        "fix: {total} repair events applied through the pipeline ({} applied, {} deleted, {} stale, {dead} dead-lettered{})",
-        engine.events("applied"),
-        engine.events("deleted"),
-        engine.events("stale"),
-        if dead > 0 {
-            format!(", see {}", engine.dead_letters.path().display())
+        "fix: {total} repair events through the pipeline: {}{}",
+        counts.join(", "),
+        if by_outcome.contains_key("dead_lettered") {
+            format!(" (see {})", engine.dead_letters.path().display())
         } else {
             String::new()
         },
@@ -159,4 +161,115 @@ fn write_metrics(registry: &Registry, path: &Path) -> anyhow::Result<()> {
     std::fs::write(&partial, text)
         .and_then(|()| std::fs::rename(&partial, path))
         .with_context(|| format!("writing the audit metrics to {}", path.display()))
+}
+
+/// `[audit] source` in `casement run`: the audit every `interval_secs` (the source read
+/// again each time), its figures as `casement_audit_*` on /metrics, one log line per run;
+/// with `fix`, the repairs sent through the pipeline past the mass-deletion guard. Runs
+/// until aborted.
+pub async fn periodic(
+    processor: std::sync::Arc<casement_pipeline::Processor<casement_store::AnyStore>>,
+    feeder: crate::sources::Feeder,
+    config: casement_pipeline::audit::AuditConfig,
+    metrics: AuditMetrics,
+) {
+    let interval = std::time::Duration::from_secs(config.interval_secs);
+    loop {
+        let outcome = async {
+            let truth = Truth::read(&config.source)?;
+            let report = audit::audit(&processor, &truth).await?;
+            metrics.record(&report);
+            Ok::<_, anyhow::Error>(report)
+        }
+        .await;
+        match outcome {
+            Ok(report) if report.is_consistent() => tracing::info!(
+                documents = report.indexed_documents,
+                checked = report.content_checked,
+                seconds = report.seconds,
+                "audit: the index matches {}",
+                report.source
+            ),
+            Ok(report) => {
+                let counts: Vec<String> = casement_pipeline::audit::Kind::ALL
+                    .iter()
+                    .filter(|kind| report.count(**kind) > 0)
+                    .map(|kind| format!("{} {}", report.count(*kind), kind.as_str()))
+                    .collect();
+                let first = report
+                    .findings
+                    .first()
+                    .map(|f| format!("{}: {}", f.doc, f.detail))
+                    .unwrap_or_default();
+                tracing::warn!(
+                    first = %first,
+                    "audit: the index does not match {}: {} (casement audit shows them all)",
+                    report.source,
+                    counts.join(", ")
+                );
+                if config.fix {
+                    fix_in_service(&report, &feeder, &config, &metrics).await;
+                }
+            }
+            Err(error) => {
+                metrics.failed();
+                tracing::warn!("audit: could not run: {error:#}");
+            }
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+async fn fix_in_service(
+    report: &Report,
+    feeder: &crate::sources::Feeder,
+    config: &casement_pipeline::audit::AuditConfig,
+    metrics: &AuditMetrics,
+) {
+    let fixes = report.fixes();
+    if let Err(refused) = report.check_deletions(config.max_delete_share) {
+        metrics
+            .fixes
+            .with_label_values(&["refused"])
+            .inc_by(fixes.len() as u64);
+        tracing::error!(
+            "audit: {refused} (`casement audit --fix --force` with the service stopped)"
+        );
+        return;
+    }
+    let total = fixes.len();
+    let mut outcomes = Vec::with_capacity(total);
+    for event in fixes {
+        match feeder.send_event(SourceId::Audit, event).await {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(error) => {
+                tracing::warn!("audit: a repair was not sent: {error:#}");
+                return;
+            }
+        }
+        metrics.fixes.with_label_values(&["sent"]).inc();
+    }
+    // The next audit must not see the repairs half done (and send them again).
+    let by_outcome = outcomes_of(outcomes).await;
+    tracing::info!(
+        events = total,
+        outcomes = ?by_outcome,
+        "audit: repairs applied through the pipeline"
+    );
+}
+
+/// How the repairs ended, by outcome label (`applied`, `deleted`, `stale`,
+/// `dead_lettered`), once each is durable.
+async fn outcomes_of(
+    outcomes: Vec<tokio::sync::oneshot::Receiver<casement_pipeline::Finished>>,
+) -> std::collections::BTreeMap<&'static str, usize> {
+    let mut by_outcome = std::collections::BTreeMap::new();
+    for outcome in outcomes {
+        let label = match outcome.await {
+            Ok(finished) => finished.outcome.label(),
+            Err(_) => "not finished",
+        };
+        *by_outcome.entry(label).or_default() += 1;
+    }
+    by_outcome
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use casement_pipeline::Decision;
+use casement_pipeline::audit::AuditMetrics;
 use casement_query::api::{SearchRequest, SearchResponse};
 use casement_query::eval::{Evaluator, Report};
 use casement_query::service::{app_with, load_reranker};
@@ -37,6 +38,10 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     }
     // A missing or malformed golden set fails here, before the models load.
     casement_query::eval::check(&config.eval)?;
+    if config.audit.enabled() {
+        // An unreadable source fails here, not an hour later.
+        casement_pipeline::audit::Truth::read(&config.audit.source)?;
+    }
     let inputs = replay::read(&config.sources.replay.paths)?;
     let mut positions = Positions::load(&config.data_dir);
     if positions.replay_inputs != inputs.identity {
@@ -142,6 +147,15 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
             engine.local_metrics.mediawiki.clone(),
         )));
     }
+    // The audit against its source, from now on (the replay is indexed).
+    let auditing = config.audit.enabled().then(|| {
+        tokio::spawn(crate::audit::periodic(
+            engine.processor.clone(),
+            engine.feeder.clone(),
+            config.audit.clone(),
+            AuditMetrics::new(&engine.registry),
+        ))
+    });
     // The golden set once over what was just indexed (for the banner), then periodically.
     let evaluation = match &evaluator {
         Some(evaluator) => {
@@ -169,6 +183,9 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     journal_task.abort();
     if let Some((_, periodic)) = evaluation {
         periodic.abort();
+    }
+    if let Some(auditing) = auditing {
+        auditing.abort();
     }
     shutdown(engine, stop_http, server, watchers).await
 }

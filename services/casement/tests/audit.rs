@@ -3,9 +3,12 @@
 //! a wrong window) is reported finding by finding; a listing that omits half the documents
 //! is refused by the mass-deletion guard and changes nothing; `--fix` repairs the index
 //! through the pipeline until it equals a rebuild from the log, and the metrics file says
-//! so. Real model, real Qdrant Edge, the bundled sample.
+//! so. `casement run` with `[audit]` does the same periodically, on /metrics. Real model,
+//! real Qdrant Edge, the bundled sample.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -60,10 +63,24 @@ fn findings(output: &Output) -> BTreeMap<String, (String, String)> {
         .collect()
 }
 
-#[test]
-fn a_damaged_index_is_reported_refused_when_the_listing_is_short_and_fixed() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+/// The bundled sample's log, and a damaged copy of it: the `behind` page's last event,
+/// every event of the `missing` page and the `left_behind` page's deletion are left out.
+struct Damaged {
+    log_path: std::path::PathBuf,
+    events: Vec<casement_events::revision_log::LogEvent>,
+    damaged_log: std::path::PathBuf,
+    behind: String,
+    missing: String,
+    left_behind: String,
+    /// A page the damage leaves alone (the first test gives one point a wrong window).
+    intact: String,
+    /// The pages alive at the end of the log.
+    live: Vec<String>,
+    /// Each document's last event.
+    last: BTreeMap<String, casement_events::revision_log::LogEvent>,
+}
+
+fn damaged_sample(dir: &Path) -> Damaged {
     let log_path = sample_log();
     let events = read_log(&log_path);
     // The documents by their last event: live ones, and deleted ones.
@@ -111,8 +128,36 @@ fn a_damaged_index_is_reported_refused_when_the_listing_is_short_and_fixed() {
         })
         .map(str::to_owned)
         .collect();
-    let damaged_log = dir.path().join("damaged.jsonl");
+    let damaged_log = dir.join("damaged.jsonl");
     std::fs::write(&damaged_log, damaged.join("\n") + "\n").unwrap();
+    Damaged {
+        behind: behind.clone(),
+        missing: missing.clone(),
+        left_behind: left_behind.clone(),
+        intact: wrong_window.clone(),
+        live: live.iter().map(|d| (*d).clone()).collect(),
+        log_path,
+        events,
+        damaged_log,
+        last,
+    }
+}
+
+#[test]
+fn a_damaged_index_is_reported_refused_when_the_listing_is_short_and_fixed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let Damaged {
+        log_path,
+        events,
+        damaged_log,
+        behind,
+        missing,
+        left_behind,
+        intact: wrong_window,
+        live,
+        last,
+    } = damaged_sample(dir.path());
     let backfill = casement(&data, &["backfill", damaged_log.to_str().unwrap()]);
     assert!(backfill.status.success(), "{}", text(&backfill));
 
@@ -177,7 +222,9 @@ fn a_damaged_index_is_reported_refused_when_the_listing_is_short_and_fixed() {
     let half: Vec<String> = live
         .iter()
         .take(live.len() / 2)
-        .map(|d| serde_json::json!({"doc_id": d, "revision": last[*d].revision}).to_string())
+        .map(|d| {
+            serde_json::json!({"doc_id": d, "revision": last[d.as_str()].revision}).to_string()
+        })
         .collect();
     std::fs::write(&listing, half.join("\n") + "\n").unwrap();
     let refused = casement(&data, &["audit", listing.to_str().unwrap(), "--fix"]);
@@ -236,4 +283,66 @@ fn a_damaged_index_is_reported_refused_when_the_listing_is_short_and_fixed() {
         let store = open_store(&data, 384);
         assert_equals_rebuild(&store, &events, 1).await;
     });
+}
+
+/// `casement run` with `[audit] source` and `fix`: the index a damaged replay leaves is
+/// audited once the replay is indexed, the repairs go through the running pipeline, the
+/// next audit finds it consistent, and the metrics say so on /metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_audits_periodically_and_repairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = damaged_sample(dir.path());
+    let config = support::write_config(
+        dir.path(),
+        &format!(
+            "[sources.webhook]\nenabled = false\n[audit]\nsource = \"{}\"\ninterval_secs = 1\nfix = true\nmax_delete_share = 0.5\n",
+            damaged.log_path.display()
+        ),
+    );
+    let mut casement = support::Casement::start(
+        dir.path(),
+        &config,
+        &["--replay", damaged.damaged_log.to_str().unwrap()],
+    );
+    casement.wait_for_line("Ctrl-C stops", std::time::Duration::from_secs(120));
+    let client = support::Client::new(&casement.base);
+    support::eventually(
+        std::time::Duration::from_secs(60),
+        "an audit after the repairs finds the index consistent",
+        || async {
+            client
+                .metric("casement_audit_runs_total{outcome=\"consistent\"}")
+                .await
+                >= 1.0
+        },
+    )
+    .await;
+    let (_, metrics) = client.get("/metrics").await;
+    for series in [
+        "casement_audit_fixes_total{outcome=\"sent\"} 3",
+        "casement_audit_fixes_total{outcome=\"refused\"} 0",
+        "casement_audit_documents{finding=\"missing\"} 0",
+        "casement_audit_documents{finding=\"orphaned\"} 0",
+        "casement_source_events_total{source=\"audit\"} 3",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} in:\n{metrics}"
+        );
+    }
+    assert!(
+        client
+            .metric("casement_audit_runs_total{outcome=\"inconsistent\"}")
+            .await
+            >= 1.0
+    );
+    casement_testkit::metrics_doc::assert_served_as_documented(&metrics, &["casement_audit_"], &[]);
+    let stderr = casement.stop();
+    assert!(
+        stderr.contains("audit: the index does not match")
+            && stderr.contains("1 missing, 1 behind"),
+        "{stderr}"
+    );
+    let store = open_store(&dir.path().join("data"), 384);
+    assert_equals_rebuild(&store, &damaged.events, 1).await;
 }

@@ -61,6 +61,16 @@ fn run_fails_at_start_on_bad_config() {
             "not-an-address",
             "invalid socket address",
         ),
+        (
+            "CASEMENT__AUDIT__MAX_DELETE_SHARE",
+            "2",
+            "audit.max_delete_share = 2 must be between 0 and 1",
+        ),
+        (
+            "CASEMENT__AUDIT__SOURCE",
+            "/nonexistent/listing.jsonl",
+            "/nonexistent/listing.jsonl: No such file",
+        ),
     ] {
         let output = casement()
             .env(key, value)

@@ -370,9 +370,7 @@ pub async fn audit<S: Store>(
     truth: &Truth,
 ) -> Result<Report, AuditError> {
     let started = Instant::now();
-    let indexed: BTreeMap<DocKey, IndexedDocument> = processor
-        .store
-        .documents()
+    let indexed: BTreeMap<DocKey, IndexedDocument> = boxed(processor.store.documents())
         .await?
         .into_iter()
         .map(|d| {
@@ -449,7 +447,7 @@ pub async fn audit<S: Store>(
                 }) = event.as_deref()
                 {
                     report.content_checked += 1;
-                    let plan = processor.plan_revision(content).await?;
+                    let plan = boxed(processor.plan_revision(content)).await?;
                     if !plan.is_noop() || plan.document != *state {
                         let mut parts = Vec::new();
                         for (n, what) in [
@@ -534,6 +532,14 @@ pub async fn audit<S: Store>(
         .sort_by(|a, b| (a.kind, &a.doc).cmp(&(b.kind, &b.doc)));
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// A future boxed as `Send`: spawning an audit otherwise hits the compiler's higher-ranked
+/// `Send` limitation (rust-lang/rust#100013) on the store's nested futures.
+fn boxed<'a, T>(
+    future: impl std::future::Future<Output = T> + Send + 'a,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>> {
+    Box::pin(future)
 }
 
 fn delete_event(key: &DocKey, revision: Option<u64>) -> Event {
@@ -623,19 +629,30 @@ impl AuditMetrics {
     }
 }
 
-/// `[audit]`: how `casement audit --fix` guards the index.
+/// `[audit]`: the guard of `casement audit --fix`, and the audit `casement run` repeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditConfig {
     /// The largest share of the index's live documents a fix may delete without
     /// `--force` (a truncated listing must not empty the index).
     pub max_delete_share: f64,
+    /// A revision log or listing that `casement run` audits the index against, read
+    /// again at every run (empty: no periodic audit).
+    pub source: PathBuf,
+    /// Seconds between the periodic audits (the first once the replay is indexed).
+    pub interval_secs: u64,
+    /// Send the periodic audit's repairs through the pipeline (past the guard), instead
+    /// of only reporting them.
+    pub fix: bool,
 }
 
 impl Default for AuditConfig {
     fn default() -> Self {
         Self {
             max_delete_share: 0.10,
+            source: PathBuf::new(),
+            interval_secs: 3600,
+            fix: false,
         }
     }
 }
@@ -648,7 +665,18 @@ impl AuditConfig {
                 self.max_delete_share
             ));
         }
+        if self.interval_secs == 0 {
+            return Err("audit.interval_secs must be at least 1".into());
+        }
+        if self.fix && !self.enabled() {
+            return Err("audit.fix needs audit.source".into());
+        }
         Ok(())
+    }
+
+    /// A periodic audit is configured.
+    pub fn enabled(&self) -> bool {
+        !self.source.as_os_str().is_empty()
     }
 }
 

@@ -80,11 +80,24 @@ impl Feeder {
         self.send(source, key, body, resend, None).await
     }
 
-    /// Sends an event built here (an audit's repair) as it is.
-    pub async fn send_event(&self, source: SourceId, event: Event) -> anyhow::Result<i64> {
+    /// Sends an event built here (an audit's repair) as it is; the receiver gets its
+    /// outcome once durable (or may be dropped).
+    pub async fn send_event(
+        &self,
+        source: SourceId,
+        event: Event,
+    ) -> anyhow::Result<oneshot::Receiver<Finished>> {
         let key = Some(event.doc_id().as_bytes().to_vec());
-        self.send(source, key, Body::Event(Box::new(event)), false, None)
-            .await
+        let (reply, outcome) = oneshot::channel();
+        self.send(
+            source,
+            key,
+            Body::Event(Box::new(event)),
+            false,
+            Some(reply),
+        )
+        .await?;
+        Ok(outcome)
     }
 
     /// Sends bytes to decode (a stream's events), with nobody waiting for the outcome.
