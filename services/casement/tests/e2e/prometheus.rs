@@ -119,9 +119,14 @@ async fn every_dashboard_and_alert_expression_has_data_in_a_real_prometheus() {
         bin.display()
     );
     let dir = tempfile::tempdir().unwrap();
+    // The audit against the sample's log: the dashboard's audit panels have data (the
+    // webhook's new documents are findings, reported, not fixed).
     let config = write_config(
         dir.path(),
-        "[sources.watch]\npoll_ms = 200\n[eval]\ninterval_secs = 1\n",
+        &format!(
+            "[sources.watch]\npoll_ms = 200\n[eval]\ninterval_secs = 1\n[audit]\nsource = \"{}\"\ninterval_secs = 1\n",
+            repo("sample/18f-handbook/revisions.jsonl").display()
+        ),
     );
     // Prometheus scrapes from the start, so the replay of the sample (a bulk load) is in
     // its data.
