@@ -6,18 +6,26 @@
 //! (`audit.max_delete_share`, `--force`), and the index is audited again. Exit codes: 0 the
 //! index matches (after the fix, with `--fix`), 1 it does not, 2 the audit could not run
 //! or the fix was refused. The data directory must not be open in another process.
+//!
+//! [`periodic`] is the same audit inside `casement run` (`[audit] source`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
-use casement_pipeline::SourceId;
-use casement_pipeline::audit::{self, AuditMetrics, Report, Truth};
+use casement_events::Event;
+use casement_pipeline::audit::{self, AuditConfig, AuditMetrics, FixOutcome, Kind, Report, Truth};
+use casement_pipeline::{Finished, Processor, SourceId};
+use casement_store::AnyStore;
 use prometheus::Registry;
+use serde_json::json;
+use tokio::sync::oneshot;
 
 use crate::config::CasementConfig;
 use crate::engine::Engine;
 use crate::progress;
-use crate::sources::Positions;
+use crate::sources::{Feeder, Positions};
 
 /// The index matches the source.
 pub const CONSISTENT: u8 = 0;
@@ -40,25 +48,30 @@ pub struct AuditArgs {
     pub list: usize,
 }
 
-/// Runs the audit (and the fix); returns the exit code.
+/// Runs the audit (and the fix); returns the exit code. The metrics file is written
+/// whatever happens, so an audit that could not run shows as one
+/// (`casement_audit_runs_total{outcome="error"}`).
 pub async fn command(config: CasementConfig, args: AuditArgs) -> anyhow::Result<u8> {
-    let truth = Truth::read(&args.source)?;
     let registry = Registry::new();
     let metrics = AuditMetrics::new(&registry);
-    let positions = Positions::load(&config.data_dir);
-    eprintln!(
-        "loading the model and opening {}",
-        config.data_dir.display()
-    );
-    let engine = Engine::start(config.clone(), positions).await?;
-    let result = run(&engine, &truth, &args, &metrics).await;
+    let result = async {
+        let truth = Truth::read(&args.source)?;
+        eprintln!(
+            "loading the model and opening {}",
+            config.data_dir.display()
+        );
+        let engine = Engine::start(config.clone(), Positions::load(&config.data_dir)).await?;
+        let result = run(&engine, &truth, &args, &metrics).await;
+        engine.stop().await?;
+        result
+    }
+    .await;
     if result.is_err() {
         metrics.failed();
     }
     if let Some(path) = &args.metrics_file {
         write_metrics(&registry, path)?;
     }
-    engine.stop().await?;
     result
 }
 
@@ -70,28 +83,27 @@ async fn run(
 ) -> anyhow::Result<u8> {
     let report = audit::audit(&engine.processor, truth).await?;
     metrics.record(&report);
-    print(&report, args);
     if report.is_consistent() || !args.fix {
+        print(&report, args);
         return Ok(code(&report));
     }
+    if !args.json {
+        print(&report, args);
+    }
+    let fixes = report.fixes(true);
     if !args.force
-        && let Err(refused) = report.check_deletions(engine.config.audit.max_delete_share)
+        && let Err(refused) = report.check_deletions(engine.config.audit.max_delete_share, true)
     {
-        metrics
-            .fixes
-            .with_label_values(&["refused"])
-            .inc_by(report.fixes().len() as u64);
+        metrics.fixes(FixOutcome::Refused, fixes.len());
+        if args.json {
+            print(&report, args);
+        }
         eprintln!("error: {refused}");
         return Ok(COULD_NOT_RUN);
     }
-    let fixes = report.fixes();
-    let total = fixes.len() as u64;
-    let mut outcomes = Vec::with_capacity(fixes.len());
-    for event in fixes {
-        outcomes.push(engine.feeder.send_event(SourceId::Audit, event).await?);
-    }
-    metrics.fixes.with_label_values(&["sent"]).inc_by(total);
-    progress::follow("fixing", engine.all_finished.clone(), 0, total).await;
+    let total = fixes.len();
+    let outcomes = send(&engine.feeder, fixes, metrics).await?;
+    progress::follow("fixing", engine.all_finished.clone(), 0, total as u64).await;
     let by_outcome = outcomes_of(outcomes).await;
     let counts: Vec<String> = by_outcome
         .iter()
@@ -111,10 +123,13 @@ async fn run(
         .context("making the repairs durable")?;
     let after = audit::audit(&engine.processor, truth).await?;
     metrics.record(&after);
-    if !args.json {
+    if args.json {
+        let both = json!({ "before": report, "fixes": by_outcome, "after": after });
+        println!("{both}");
+    } else {
         println!("after the fix:");
+        print(&after, args);
     }
-    print(&after, args);
     Ok(code(&after))
 }
 
@@ -132,23 +147,57 @@ fn print(report: &Report, args: &AuditArgs) {
             Ok(json) => println!("{json}"),
             Err(error) => eprintln!("error: the report as JSON: {error}"),
         }
-    } else {
-        print!("{}", report.text(args.list));
-        if !report.is_consistent() && !args.fix {
-            let unfixable = report.unfixable();
-            println!(
-                "--fix would send {} repair events through the pipeline{}",
-                report.fixes().len(),
-                if unfixable > 0 {
-                    format!(
-                        "; {unfixable} findings have no repair from this source (ahead of it, or a listing without content)"
-                    )
-                } else {
-                    String::new()
-                }
-            );
+        return;
+    }
+    print!("{}", report.text(args.list));
+    if !report.is_consistent() && !args.fix {
+        let unfixable = report.unfixable(true);
+        println!(
+            "--fix would send {} repair events through the pipeline{}",
+            report.fixes(true).len(),
+            if unfixable > 0 {
+                format!("; {unfixable} findings have no repair from this source (see each)")
+            } else {
+                String::new()
+            }
+        );
+    }
+}
+
+/// Sends the repairs as events of the `audit` source, each with its reply channel.
+async fn send(
+    feeder: &Feeder,
+    fixes: Vec<Event>,
+    metrics: &AuditMetrics,
+) -> anyhow::Result<Vec<oneshot::Receiver<Finished>>> {
+    let mut outcomes = Vec::with_capacity(fixes.len());
+    for event in fixes {
+        match feeder.send_event(SourceId::Audit, event).await {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(error) => {
+                // Those already sent are in the pipeline: wait for them all the same.
+                metrics.fixes(FixOutcome::Sent, outcomes.len());
+                outcomes_of(outcomes).await;
+                return Err(error.context("sending a repair"));
+            }
         }
     }
+    metrics.fixes(FixOutcome::Sent, outcomes.len());
+    Ok(outcomes)
+}
+
+/// How the repairs ended, by outcome label (`applied`, `deleted`, `stale`,
+/// `dead_lettered`), once each is durable.
+async fn outcomes_of(outcomes: Vec<oneshot::Receiver<Finished>>) -> BTreeMap<&'static str, usize> {
+    let mut by_outcome = BTreeMap::new();
+    for outcome in outcomes {
+        let label = match outcome.await {
+            Ok(finished) => finished.outcome.label(),
+            Err(_) => "not finished",
+        };
+        *by_outcome.entry(label).or_default() += 1;
+    }
+    by_outcome
 }
 
 /// Writes the registry in Prometheus text format to `path`, through a temporary file and a
@@ -164,19 +213,22 @@ fn write_metrics(registry: &Registry, path: &Path) -> anyhow::Result<()> {
 }
 
 /// `[audit] source` in `casement run`: the audit every `interval_secs` (the source read
-/// again each time), its figures as `casement_audit_*` on /metrics, one log line per run;
-/// with `fix`, the repairs sent through the pipeline past the mass-deletion guard. Runs
-/// until aborted.
+/// again each time, off the executor), its figures as `casement_audit_*` on /metrics, one
+/// log line per audit; with `fix`, the repairs sent through the pipeline past the
+/// mass-deletion guard and awaited before the next audit. Documents the source does not
+/// list are reported, never deleted here: the running service may hold documents of other
+/// sources or tenants, or newer than the source. Runs until aborted.
 pub async fn periodic(
-    processor: std::sync::Arc<casement_pipeline::Processor<casement_store::AnyStore>>,
-    feeder: crate::sources::Feeder,
-    config: casement_pipeline::audit::AuditConfig,
+    processor: Arc<Processor<AnyStore>>,
+    feeder: Feeder,
+    config: AuditConfig,
     metrics: AuditMetrics,
 ) {
     let interval = std::time::Duration::from_secs(config.interval_secs);
     loop {
         let outcome = async {
-            let truth = Truth::read(&config.source)?;
+            let source = config.source.clone();
+            let truth = tokio::task::spawn_blocking(move || Truth::read(&source)).await??;
             let report = audit::audit(&processor, &truth).await?;
             metrics.record(&report);
             Ok::<_, anyhow::Error>(report)
@@ -191,7 +243,7 @@ pub async fn periodic(
                 report.source
             ),
             Ok(report) => {
-                let counts: Vec<String> = casement_pipeline::audit::Kind::ALL
+                let counts: Vec<String> = Kind::ALL
                     .iter()
                     .filter(|kind| report.count(**kind) > 0)
                     .map(|kind| format!("{} {}", report.count(*kind), kind.as_str()))
@@ -222,54 +274,32 @@ pub async fn periodic(
 
 async fn fix_in_service(
     report: &Report,
-    feeder: &crate::sources::Feeder,
-    config: &casement_pipeline::audit::AuditConfig,
+    feeder: &Feeder,
+    config: &AuditConfig,
     metrics: &AuditMetrics,
 ) {
-    let fixes = report.fixes();
-    if let Err(refused) = report.check_deletions(config.max_delete_share) {
-        metrics
-            .fixes
-            .with_label_values(&["refused"])
-            .inc_by(fixes.len() as u64);
+    let fixes = report.fixes(false);
+    if fixes.is_empty() {
+        return;
+    }
+    if let Err(refused) = report.check_deletions(config.max_delete_share, false) {
+        metrics.fixes(FixOutcome::Refused, fixes.len());
         tracing::error!(
             "audit: {refused} (`casement audit --fix --force` with the service stopped)"
         );
         return;
     }
     let total = fixes.len();
-    let mut outcomes = Vec::with_capacity(total);
-    for event in fixes {
-        match feeder.send_event(SourceId::Audit, event).await {
-            Ok(outcome) => outcomes.push(outcome),
-            Err(error) => {
-                tracing::warn!("audit: a repair was not sent: {error:#}");
-                return;
-            }
+    match send(feeder, fixes, metrics).await {
+        Ok(outcomes) => {
+            // The next audit must not see the repairs half done (and send them again).
+            let by_outcome = outcomes_of(outcomes).await;
+            tracing::info!(
+                events = total,
+                outcomes = ?by_outcome,
+                "audit: repairs applied through the pipeline"
+            );
         }
-        metrics.fixes.with_label_values(&["sent"]).inc();
+        Err(error) => tracing::warn!("audit: {error:#}"),
     }
-    // The next audit must not see the repairs half done (and send them again).
-    let by_outcome = outcomes_of(outcomes).await;
-    tracing::info!(
-        events = total,
-        outcomes = ?by_outcome,
-        "audit: repairs applied through the pipeline"
-    );
-}
-
-/// How the repairs ended, by outcome label (`applied`, `deleted`, `stale`,
-/// `dead_lettered`), once each is durable.
-async fn outcomes_of(
-    outcomes: Vec<tokio::sync::oneshot::Receiver<casement_pipeline::Finished>>,
-) -> std::collections::BTreeMap<&'static str, usize> {
-    let mut by_outcome = std::collections::BTreeMap::new();
-    for outcome in outcomes {
-        let label = match outcome.await {
-            Ok(finished) => finished.outcome.label(),
-            Err(_) => "not finished",
-        };
-        *by_outcome.entry(label).or_default() += 1;
-    }
-    by_outcome
 }

@@ -78,7 +78,7 @@ impl Engine {
             text: &config.text,
             fetch: &config.fetch,
         };
-        factory::check_index_settings(&store, &*model, processor_config).await?;
+        factory::check_index_settings(&store, &model, processor_config).await?;
         let processor = Arc::new(factory::processor(
             processor_config,
             &pipeline_metrics,

@@ -32,7 +32,7 @@ pub async fn processor(
     let store = AnyStore::open(&config.store, model.dimension())
         .await
         .map_err(|e| anyhow::anyhow!("opening the store: {e}"))?;
-    factory::check_index_settings(&store, &*model, processor_config(config)).await?;
+    factory::check_index_settings(&store, &model, processor_config(config)).await?;
     factory::processor(processor_config(config), metrics, model, store)
 }
 

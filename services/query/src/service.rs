@@ -124,7 +124,7 @@ pub async fn run(
     let store = AnyStore::open(&config.store, embedder.dimension())
         .await
         .context("opening the store ([store])")?;
-    check_index_settings(&store, &*embedder, config.search.indexed_window_radius).await?;
+    check_index_settings(&store, &embedder, config.search.indexed_window_radius).await?;
     let listener = bind(config.listen).await?;
     tracing::info!(
         address = %listener.local_addr()?,
@@ -155,12 +155,19 @@ pub async fn run(
 /// vectors come from, and the window radius it was indexed with, must be the index's.
 pub async fn check_index_settings<S: casement_store::Store>(
     store: &S,
-    embedder: &dyn casement_inference::Embed,
+    embedder: &Arc<dyn Embed>,
     indexed_window_radius: usize,
 ) -> anyhow::Result<()> {
+    let model = embedder.clone();
+    let probe = tokio::task::spawn_blocking(move || model.embed(&[casement_store::SETTINGS_PROBE]))
+        .await?
+        .map_err(|e| anyhow::anyhow!("embedding the settings probe: {e}"))?
+        .pop()
+        .unwrap_or_default();
     let ours = casement_store::IndexSettings {
         model: embedder.model_id().to_owned(),
         dimension: embedder.dimension(),
+        probe,
         window_radius: indexed_window_radius,
         context: String::new(),
     };

@@ -86,9 +86,19 @@ fn run_refuses_an_index_made_with_another_model() {
     store.edge.path = dir.path().join("index");
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let edge = casement_store::EdgeStore::open(&store, 384).unwrap();
+        // The int8 model's own probe vector, as its indexer would have recorded it.
+        let int8 = casement_inference::load_embedder(&casement_inference::EmbedderConfig {
+            precision: casement_inference::Precision::Int8,
+            ..Default::default()
+        })
+        .unwrap();
         let theirs = casement_store::IndexSettings {
-            model: "all-minilm-l6-v2:int8".into(),
+            model: int8.model_id().to_owned(),
             dimension: 384,
+            probe: int8
+                .embed(&[casement_store::SETTINGS_PROBE])
+                .unwrap()
+                .remove(0),
             window_radius: 3,
             context: "structural".into(),
         };
@@ -106,8 +116,10 @@ fn run_refuses_an_index_made_with_another_model() {
     assert!(!output.status.success(), "{stderr}");
     assert!(
         stderr.contains(
-            "it was embedded with all-minilm-l6-v2:int8 (384 dimensions), this process embeds with all-minilm-l6-v2:fp32"
+            "it was embedded with all-minilm-l6-v2:int8 (384 dimensions), this process embeds with all-minilm-l6-v2:fp32 (384 dimensions); their vectors of one probe text have a cosine of 0.9"
         ),
         "{stderr}"
     );
+    assert!(stderr.contains("search.indexed_window_radius"), "{stderr}");
+    println!("{stderr}");
 }

@@ -31,8 +31,22 @@ pub enum Error {
     #[error("revision {0} of a document does not fit a signed 64-bit payload integer")]
     RevisionRange(u64),
     /// The index was made with other settings than this process's (model, radius, ...).
-    #[error("{0}")]
-    Settings(String),
+    #[error(
+        "the index does not match this configuration: {differences}. {}",
+        match access {
+            crate::Access::Write => "Configure what it was made with (embedder.model_dir and \
+                embedder.precision, or [embedder.openai]; text.window_radius; enrich), or \
+                index into another data directory or collection with the new settings \
+                (casement backfill) and point the services at it",
+            crate::Access::Read => "Configure this query service as the index's indexer \
+                (embedder.model_dir and embedder.precision, or [embedder.openai]; \
+                search.indexed_window_radius = its text.window_radius)",
+        }
+    )]
+    Settings {
+        differences: String,
+        access: crate::Access,
+    },
     #[error("a stored point of {doc_id} has a payload Casement cannot read: {message}")]
     Payload { doc_id: String, message: String },
 }

@@ -252,16 +252,50 @@ pub trait Store: Send + Sync {
 /// What an index's vectors and windows are made with, recorded in the index itself (a
 /// point of its own): a process configured otherwise would search it with query vectors
 /// from another model, or write a mix of two models' vectors, windows or contexts.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct IndexSettings {
-    /// The embedding model (`Embed::model_id`: name and precision, or the hosted model).
+    /// The embedding model's name (`Embed::model_id`: name and precision, or the hosted
+    /// model), for people.
     pub model: String,
     pub dimension: usize,
+    /// The model's vector of [`SETTINGS_PROBE`]: what identifies it. Two processes use
+    /// the same model when their probe vectors agree (cosine ≥ [`SAME_MODEL_COSINE`]),
+    /// wherever the files are and whatever the directory is called; the same name at
+    /// another precision does not. Empty: compared by name.
+    pub probe: Vec<f32>,
     /// Sentences on each side of a sentence in its window (`text.window_radius`).
     pub window_radius: usize,
     /// How each sentence's embedding input is situated: `structural`, `none`, or
     /// `llm:<model>:<prompt version>`.
     pub context: String,
+}
+
+/// The text whose embedding identifies a model ([`IndexSettings::probe`]).
+pub const SETTINGS_PROBE: &str = "Casement records which model embedded this index.";
+
+/// Probe vectors at least this close come from the same model (the same model on other
+/// threads or machines agrees to about 1e-6; its int8 quantisation is near 0.99).
+pub const SAME_MODEL_COSINE: f32 = 0.9999;
+
+impl IndexSettings {
+    /// The same model: by probe vector when both have one, else by name; and the same
+    /// dimension. The cosine of the probes, when compared.
+    fn same_model(&self, other: &Self) -> (bool, Option<f32>) {
+        if self.dimension != other.dimension {
+            return (false, None);
+        }
+        if self.probe.is_empty() || other.probe.len() != self.probe.len() {
+            return (self.model == other.model, None);
+        }
+        let cosine: f32 = self
+            .probe
+            .iter()
+            .zip(&other.probe)
+            .map(|(a, b)| a * b)
+            .sum();
+        (cosine >= SAME_MODEL_COSINE, Some(cosine))
+    }
 }
 
 /// Who checks the settings: a writer (an indexer) must match in full and records them on
@@ -301,10 +335,17 @@ pub async fn check_settings<S: Store>(
         return Ok(SettingsCheck::Recorded { documents });
     };
     let mut differences = Vec::new();
-    if theirs.model != ours.model || theirs.dimension != ours.dimension {
+    let (same_model, cosine) = theirs.same_model(ours);
+    if !same_model {
         differences.push(format!(
-            "it was embedded with {} ({} dimensions), this process embeds with {} ({} dimensions)",
-            theirs.model, theirs.dimension, ours.model, ours.dimension
+            "it was embedded with {} ({} dimensions), this process embeds with {} ({} dimensions){}",
+            theirs.model,
+            theirs.dimension,
+            ours.model,
+            ours.dimension,
+            cosine
+                .map(|c| format!("; their vectors of one probe text have a cosine of {c:.4}"))
+                .unwrap_or_default()
         ));
     }
     if theirs.window_radius != ours.window_radius {
@@ -322,12 +363,10 @@ pub async fn check_settings<S: Store>(
     if differences.is_empty() {
         return Ok(SettingsCheck::Match);
     }
-    Err(Error::Settings(format!(
-        "the index does not match this configuration: {}. Configure the settings it was made \
-         with, or build a new index with the new ones in another data directory or collection \
-         (casement backfill)",
-        differences.join("; ")
-    )))
+    Err(Error::Settings {
+        differences: differences.join("; "),
+        access,
+    })
 }
 
 /// A document as the index holds it: see [`Store::documents`].

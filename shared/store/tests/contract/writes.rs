@@ -10,7 +10,9 @@ use casement_store::{
 use casement_text::{DocRef, TextConfig, plan_upsert};
 use uuid::Uuid;
 
-use super::{DIMENSION, GUIDE, Harness, assert_close, by_id, index, markdown, plan_vectors, query};
+use super::{
+    DIMENSION, GUIDE, Harness, assert_close, by_id, embed, index, markdown, plan_vectors, query,
+};
 
 /// A new store is empty; a reopened one has the same points, documents and answers.
 pub async fn schema_and_reopen<H: Harness>(harness: &H) {
@@ -258,6 +260,7 @@ pub async fn settings_recorded_and_checked<H: Harness>(harness: &H) {
     let ours = IndexSettings {
         model: "all-minilm-l6-v2:fp32".into(),
         dimension: DIMENSION,
+        probe: embed(&[casement_store::SETTINGS_PROBE.to_owned()]).remove(0),
         window_radius: 3,
         context: "structural".into(),
     };
@@ -318,13 +321,31 @@ pub async fn settings_recorded_and_checked<H: Harness>(harness: &H) {
         error.contains("situated by `structural`, this process's by `none`"),
         "{error}"
     );
+    // The model is what its probe vector says, not its name: the same vectors under
+    // another directory name match, other vectors under the same name do not.
+    let renamed = IndexSettings {
+        model: "minilm-in-another-directory:fp32".into(),
+        ..ours.clone()
+    };
+    assert_eq!(
+        check_settings(&store, &renamed, Access::Read)
+            .await
+            .expect("same probe"),
+        SettingsCheck::Match
+    );
     let other_model = IndexSettings {
-        model: "all-minilm-l6-v2:int8".into(),
+        probe: embed(&["another model would embed the probe elsewhere".to_owned()]).remove(0),
         ..ours.clone()
     };
     let error = refused(other_model, Access::Read).await;
     assert!(
-        error.contains("embedded with all-minilm-l6-v2:fp32 (384 dimensions), this process embeds with all-minilm-l6-v2:int8"),
+        error.contains(
+            "embedded with all-minilm-l6-v2:fp32 (384 dimensions), this process embeds with all-minilm-l6-v2:fp32 (384 dimensions); their vectors of one probe text have a cosine of 0."
+        ),
+        "{error}"
+    );
+    assert!(
+        error.contains("Configure this query service as the index's indexer"),
         "{error}"
     );
     let other_radius = IndexSettings {
