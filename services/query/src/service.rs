@@ -158,9 +158,9 @@ pub async fn check_index_settings<S: casement_store::Store>(
     embedder: &Arc<dyn Embed>,
     indexed_window_radius: usize,
 ) -> anyhow::Result<()> {
-    let model = embedder.clone();
-    let probe = tokio::task::spawn_blocking(move || model.embed(&[casement_store::SETTINGS_PROBE]))
-        .await?
+    let probe = BlockingPool::new(embedder.clone(), 1)
+        .embed(vec![casement_store::SETTINGS_PROBE.to_owned()])
+        .await
         .map_err(|e| anyhow::anyhow!("embedding the settings probe: {e}"))?
         .pop()
         .unwrap_or_default();

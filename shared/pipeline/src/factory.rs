@@ -36,19 +36,6 @@ pub struct ProcessorConfig<'a> {
     pub fetch: &'a FetchConfig,
 }
 
-/// The model's vector of `casement_store::SETTINGS_PROBE`, off the async executor: what
-/// identifies the model in the index's settings.
-pub async fn probe_vector(model: &Arc<dyn Embed>) -> anyhow::Result<Vec<f32>> {
-    let model = model.clone();
-    let mut vectors =
-        tokio::task::spawn_blocking(move || model.embed(&[casement_store::SETTINGS_PROBE]))
-            .await?
-            .map_err(|e| anyhow::anyhow!("embedding the settings probe: {e}"))?;
-    vectors
-        .pop()
-        .ok_or_else(|| anyhow::anyhow!("the model returned no vector for the settings probe"))
-}
-
 /// How this configuration situates each sentence: `structural`, `none`, or
 /// `llm:<model>:<prompt version>` (recorded in the index's settings).
 pub fn context_label(enrich: &EnrichConfig) -> String {
@@ -72,7 +59,12 @@ pub async fn check_index_settings<S: Store>(
     let ours = casement_store::IndexSettings {
         model: model.model_id().to_owned(),
         dimension: model.dimension(),
-        probe: probe_vector(model).await?,
+        probe: BlockingPool::new(model.clone(), 1)
+            .embed(vec![casement_store::SETTINGS_PROBE.to_owned()])
+            .await
+            .map_err(|e| anyhow::anyhow!("embedding the settings probe: {e}"))?
+            .pop()
+            .unwrap_or_default(),
         window_radius: config.text.window_radius,
         context: context_label(config.enrich),
     };

@@ -15,11 +15,13 @@
 mod any;
 pub mod bm25;
 pub mod config;
+mod documents;
 mod edge;
 mod error;
 pub mod probe;
 pub mod schema;
 mod server;
+mod settings;
 mod write_steps;
 
 use std::collections::HashMap;
@@ -33,10 +35,14 @@ pub use bm25::{Bm25, SparseVector};
 pub use config::{
     Backend, Bm25Settings, EdgeSettings, MAX_INDEXED_METADATA, ServerSettings, StoreConfig,
 };
+pub use documents::IndexedDocument;
 pub use edge::{ClosedStore, EdgeStore, copy_tree};
 pub use error::{Error, Result};
 pub use probe::StoreProbe;
 pub use server::ServerStore;
+pub use settings::{
+    Access, IndexSettings, SAME_MODEL_COSINE, SETTINGS_PROBE, SettingsCheck, check_settings,
+};
 
 /// What [`Store::apply`] did with a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,184 +253,6 @@ pub trait Store: Send + Sync {
     fn sync(&self) -> impl Future<Output = Result<()>> + Send {
         async { Ok(()) }
     }
-}
-
-/// What an index's vectors and windows are made with, recorded in the index itself (a
-/// point of its own): a process configured otherwise would search it with query vectors
-/// from another model, or write a mix of two models' vectors, windows or contexts.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct IndexSettings {
-    /// The embedding model's name (`Embed::model_id`: name and precision, or the hosted
-    /// model), for people.
-    pub model: String,
-    pub dimension: usize,
-    /// The model's vector of [`SETTINGS_PROBE`]: what identifies it. Two processes use
-    /// the same model when their probe vectors agree (cosine ≥ [`SAME_MODEL_COSINE`]),
-    /// wherever the files are and whatever the directory is called; the same name at
-    /// another precision does not. Empty: compared by name.
-    pub probe: Vec<f32>,
-    /// Sentences on each side of a sentence in its window (`text.window_radius`).
-    pub window_radius: usize,
-    /// How each sentence's embedding input is situated: `structural`, `none`, or
-    /// `llm:<model>:<prompt version>`.
-    pub context: String,
-}
-
-/// The text whose embedding identifies a model ([`IndexSettings::probe`]).
-pub const SETTINGS_PROBE: &str = "Casement records which model embedded this index.";
-
-/// Probe vectors at least this close come from the same model (the same model on other
-/// threads or machines agrees to about 1e-6; its int8 quantisation is near 0.99).
-pub const SAME_MODEL_COSINE: f32 = 0.9999;
-
-impl IndexSettings {
-    /// The same model: by probe vector when both have one, else by name; and the same
-    /// dimension. The cosine of the probes, when compared.
-    fn same_model(&self, other: &Self) -> (bool, Option<f32>) {
-        if self.dimension != other.dimension {
-            return (false, None);
-        }
-        if self.probe.is_empty() || other.probe.len() != self.probe.len() {
-            return (self.model == other.model, None);
-        }
-        let cosine: f32 = self
-            .probe
-            .iter()
-            .zip(&other.probe)
-            .map(|(a, b)| a * b)
-            .sum();
-        (cosine >= SAME_MODEL_COSINE, Some(cosine))
-    }
-}
-
-/// Who checks the settings: a writer (an indexer) must match in full and records them on
-/// an index that has none; a reader (a query service) must match the model, dimension and
-/// window radius, and records nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    Write,
-    Read,
-}
-
-/// What [`check_settings`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SettingsCheck {
-    /// The index's recorded settings are this process's.
-    Match,
-    /// None were recorded (a new index, or one made before they were kept): now they are.
-    Recorded { documents: u64 },
-    /// None are recorded, and a reader records nothing.
-    Unrecorded,
-}
-
-/// Compares this process's settings with the index's, at start: a mismatch is an error
-/// that says both, so a service with another model or radius refuses to start instead of
-/// answering nonsense or mixing vectors.
-pub async fn check_settings<S: Store>(
-    store: &S,
-    ours: &IndexSettings,
-    access: Access,
-) -> Result<SettingsCheck> {
-    let Some(theirs) = store.settings().await? else {
-        if access == Access::Read {
-            return Ok(SettingsCheck::Unrecorded);
-        }
-        let documents = store.stats().await?.documents;
-        store.record_settings(ours).await?;
-        return Ok(SettingsCheck::Recorded { documents });
-    };
-    let mut differences = Vec::new();
-    let (same_model, cosine) = theirs.same_model(ours);
-    if !same_model {
-        differences.push(format!(
-            "it was embedded with {} ({} dimensions), this process embeds with {} ({} dimensions){}",
-            theirs.model,
-            theirs.dimension,
-            ours.model,
-            ours.dimension,
-            cosine
-                .map(|c| format!("; their vectors of one probe text have a cosine of {c:.4}"))
-                .unwrap_or_default()
-        ));
-    }
-    if theirs.window_radius != ours.window_radius {
-        differences.push(format!(
-            "its windows have a radius of {} sentences, this process's {}",
-            theirs.window_radius, ours.window_radius
-        ));
-    }
-    if access == Access::Write && theirs.context != ours.context {
-        differences.push(format!(
-            "its sentences are situated by `{}`, this process's by `{}`",
-            theirs.context, ours.context
-        ));
-    }
-    if differences.is_empty() {
-        return Ok(SettingsCheck::Match);
-    }
-    Err(Error::Settings {
-        differences: differences.join("; "),
-        access,
-    })
-}
-
-/// A document as the index holds it: see [`Store::documents`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexedDocument {
-    pub tenant: Option<String>,
-    pub doc_id: String,
-    /// Its document-state point (a tombstone when `deleted`), if it has one.
-    pub state: Option<DocumentState>,
-    /// Its sentence points.
-    pub points: u64,
-}
-
-impl IndexedDocument {
-    pub fn doc_ref(&self) -> DocRef<'_> {
-        DocRef::new(self.tenant.as_deref(), &self.doc_id)
-    }
-
-    /// Indexed and not deleted.
-    pub fn is_live(&self) -> bool {
-        self.state.as_ref().is_some_and(|state| !state.deleted)
-    }
-}
-
-/// Joins the document-state points and the (tenant, doc id) of every sentence point into
-/// [`IndexedDocument`]s, sorted. A tenant stored as an empty string is none.
-pub(crate) fn indexed_documents(
-    states: Vec<DocumentState>,
-    sentences: impl IntoIterator<Item = (Option<String>, String)>,
-) -> Vec<IndexedDocument> {
-    let tenant_of = |t: Option<String>| t.filter(|t| !t.is_empty());
-    let mut documents: std::collections::BTreeMap<(Option<String>, String), IndexedDocument> =
-        std::collections::BTreeMap::new();
-    for state in states {
-        let key = (tenant_of(state.tenant.clone()), state.doc_id.clone());
-        documents.insert(
-            key.clone(),
-            IndexedDocument {
-                tenant: key.0,
-                doc_id: key.1,
-                state: Some(state),
-                points: 0,
-            },
-        );
-    }
-    for (tenant, doc_id) in sentences {
-        let key = (tenant_of(tenant), doc_id);
-        documents
-            .entry(key.clone())
-            .or_insert_with(|| IndexedDocument {
-                tenant: key.0,
-                doc_id: key.1,
-                state: None,
-                points: 0,
-            })
-            .points += 1;
-    }
-    documents.into_values().collect()
 }
 
 /// Deletes a document: every point goes and a tombstone at `revision` stays, so a later

@@ -136,19 +136,19 @@ impl Inner {
                 Ok(())
             },
         )?;
-        let mut sentences = Vec::new();
+        let mut tally = crate::documents::DocumentTally::default();
         let fields: WithPayloadInterface = serde_json::from_value(json!(["doc_id", "tenant"]))
             .expect("a list of payload keys is a valid selector");
         self.scroll_all(
             filter(json!({ "must": [keyword(KIND, KIND_SENTENCE)] })),
             fields,
             |_, payload| {
-                let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_owned);
-                sentences.push((text("tenant"), text("doc_id").unwrap_or_default()));
+                let text = |key: &str| payload.get(key).and_then(Value::as_str);
+                tally.sentence(text("tenant"), text("doc_id").unwrap_or_default());
                 Ok(())
             },
         )?;
-        Ok(crate::indexed_documents(states, sentences))
+        Ok(tally.finish(states))
     }
 
     /// Every point `filter` selects, page by page, with the payload `with_payload` asks for.

@@ -160,18 +160,18 @@ impl ServerStore {
             Ok(())
         })
         .await?;
-        let mut sentences = Vec::new();
+        let mut tally = crate::documents::DocumentTally::default();
         let sentence_points = Filter::must([keyword(KIND, KIND_SENTENCE)]);
         let fields = SelectorOptions::Include(PayloadIncludeSelector {
             fields: vec!["doc_id".to_owned(), "tenant".to_owned()],
         });
         self.scroll_all(sentence_points, fields, |_, payload| {
-            let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_owned);
-            sentences.push((text("tenant"), text("doc_id").unwrap_or_default()));
+            let text = |key: &str| payload.get(key).and_then(Value::as_str);
+            tally.sentence(text("tenant"), text("doc_id").unwrap_or_default());
             Ok(())
         })
         .await?;
-        Ok(crate::indexed_documents(states, sentences))
+        Ok(tally.finish(states))
     }
 
     /// Every point `filter` selects, page by page, with the payload `with_payload` asks for.
