@@ -224,11 +224,15 @@ pub struct DeadLetterFileConfig {
 }
 
 impl CasementConfig {
-    /// The store settings with the index path resolved.
+    /// The store settings with the index path resolved: the index `serving.json` names
+    /// (`casement migrate`; [`crate::serving`]), `<data_dir>/index` when there is none.
+    /// A malformed pointer is reported by [`crate::engine::Engine::start`], which reads it
+    /// first; here it falls back to the first index.
     pub fn store(&self) -> StoreConfig {
         let mut store = self.store.clone();
         if store.edge.path.as_os_str().is_empty() {
-            store.edge.path = self.data_dir.join("index");
+            let serving = crate::serving::Serving::load(&self.data_dir).unwrap_or_default();
+            store.edge.path = self.data_dir.join(serving.index);
         }
         store
     }

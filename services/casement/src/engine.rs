@@ -57,6 +57,8 @@ impl Engine {
     pub async fn start(config: CasementConfig, positions: Positions) -> anyhow::Result<Self> {
         crate::snapshot::check_not_restoring(&config.data_dir)?;
         prepare_data_dir(&config.data_dir)?;
+        // Which index is served (a malformed pointer fails here, not as another index).
+        crate::serving::Serving::load(&config.data_dir)?;
         let registry = Registry::new();
         let pipeline_metrics = Metrics::with_registry(registry.clone());
         let local_metrics = LocalMetrics::new(&registry);

@@ -5,7 +5,9 @@
 //! `casement backfill` indexes and exits ([`backfill`]), `casement eval` runs a golden set
 //! against a running service over HTTP ([`eval`]), `casement snapshot` and `casement
 //! restore` copy a data directory and back ([`snapshot`]), `casement audit` compares the
-//! index with a source of truth and repairs it ([`audit`]).
+//! index with a source of truth and repairs it ([`audit`]), `casement migrate` builds the index
+//! anew under another model, enrichment or window radius from the stored records, gates it
+//! on the golden set and swaps it in ([`migrate`], [`serving`]).
 
 pub mod audit;
 pub mod backfill;
@@ -13,9 +15,11 @@ pub mod config;
 pub mod engine;
 pub mod eval;
 pub mod metrics;
+pub mod migrate;
 pub mod progress;
 pub mod run;
 pub mod sample;
+pub mod serving;
 pub mod snapshot;
 pub mod sources;
 pub mod webhook;

@@ -94,6 +94,30 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         list: usize,
     },
+    /// Build the index anew under another embedding model, enrichment or window radius
+    /// (`--set embedder.precision=int8`, `--set text.window_radius=3`) from the records the
+    /// index stores, with no call to the CMS; run the golden set on both and swap the new
+    /// one in if it is not worse by more than --margin. The old index is kept for
+    /// --rollback. A killed migration resumes when the same command runs again. Exit code
+    /// 0: swapped (or rolled back); 1: refused by the gate; 2: could not run. The data
+    /// directory must not be open in another process.
+    Migrate {
+        /// A setting of the new index, `section.key=value` (repeatable).
+        #[arg(long, value_name = "KEY=VALUE", required_unless_present = "rollback")]
+        set: Vec<String>,
+        /// Swap even if the new index is worse than the margin, or without a golden set.
+        #[arg(long)]
+        force: bool,
+        /// How much lower the new index's recall@k and MRR@k on the golden set may be.
+        #[arg(long, default_value_t = 0.02)]
+        margin: f64,
+        /// Hours the replaced index is kept for --rollback (deleted by a later migrate).
+        #[arg(long, default_value_t = 168)]
+        keep_hours: u64,
+        /// Serve the index the last migration replaced again.
+        #[arg(long, conflicts_with_all = ["set", "force"])]
+        rollback: bool,
+    },
     /// Run a golden set (JSONL: query, doc_id, optional text, tenant, id) against a running
     /// service over HTTP; print recall@k, MRR@k and each failing query with what came back
     /// first. Exit code 0: every case passed; 1: some failed; 2: could not run.
@@ -183,6 +207,51 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Command::Migrate {
+        set,
+        force,
+        margin,
+        keep_hours,
+        rollback,
+    } = &cli.command
+    {
+        let args = casement::migrate::MigrateArgs {
+            set: set.clone(),
+            force: *force,
+            margin: *margin,
+            keep_hours: *keep_hours,
+            max_passes: 5,
+        };
+        let outcome = (|| -> anyhow::Result<u8> {
+            let load = |extra: Vec<(String, String)>| -> anyhow::Result<CasementConfig> {
+                let mut config: CasementConfig = casement_config::load(
+                    cli.config.as_deref(),
+                    config::ENV_PREFIX,
+                    std::env::vars().chain(extra),
+                )?;
+                if let Some(dir) = &cli.data_dir {
+                    config.data_dir = dir.clone();
+                }
+                Ok(config)
+            };
+            let config = load(Vec::new())?;
+            casement::snapshot::check_not_restoring(&config.data_dir)?;
+            casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+            if *rollback {
+                return casement::migrate::rollback(&config, *keep_hours);
+            }
+            let target = load(casement::migrate::set_as_env(set)?)
+                .context("the --set pairs")?;
+            casement_service::runtime()?.block_on(casement::migrate::command(config, target, args))
+        })();
+        return match outcome {
+            Ok(code) => ExitCode::from(code),
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::from(casement::migrate::COULD_NOT_RUN)
+            }
+        };
+    }
     casement_service::exit(|| run(cli))
 }
 
@@ -218,7 +287,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
             casement_service::runtime()?.block_on(casement::backfill::backfill(config, paths))
         }
-        Command::Eval { .. } | Command::Audit { .. } => unreachable!("handled in main"),
+        Command::Eval { .. } | Command::Audit { .. } | Command::Migrate { .. } => {
+            unreachable!("handled in main")
+        }
         Command::Compact => {
             let store = config.store();
             if store.backend != casement_store::Backend::Edge {

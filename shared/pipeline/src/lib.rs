@@ -27,6 +27,7 @@ pub mod dry_run;
 pub mod factory;
 pub mod fetch;
 pub mod metrics;
+pub mod migrate;
 pub mod offsets;
 pub mod outcome;
 pub mod processor;

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use casement_events::{Change, Event};
 use casement_store::{Applied, Store};
-use casement_text::{ChangePlan, DocRef, Revision, TextConfig};
+use casement_text::{ChangePlan, DocRef, DocumentState, Revision, SentenceRecord, TextConfig};
 
 use crate::fetch::{FetchError, Fetcher};
 use crate::metrics::Metrics;
@@ -37,6 +37,9 @@ pub enum ProcessError {
     /// The revision's content could not be fetched from the wiki.
     #[error("fetch: {0}")]
     Fetch(#[from] FetchError),
+    /// A migration could not rebuild the document from its stored records.
+    #[error("stored records: {0}")]
+    Stored(#[from] casement_text::StoredError),
 }
 
 impl ProcessError {
@@ -51,7 +54,7 @@ impl ProcessError {
             Self::Store { source, .. } => source.is_transient(),
             Self::Embed(_) => true,
             Self::Fetch(error) => matches!(error, FetchError::Unavailable(_)),
-            Self::Text(_) | Self::TooManySentences { .. } => false,
+            Self::Text(_) | Self::TooManySentences { .. } | Self::Stored(_) => false,
         }
     }
 
@@ -61,14 +64,14 @@ impl ProcessError {
             Self::Store { stage, .. } => *stage,
             Self::Embed(_) => RetryStage::Embed,
             Self::Fetch(_) => RetryStage::Fetch,
-            Self::Text(_) | Self::TooManySentences { .. } => RetryStage::Write,
+            Self::Text(_) | Self::TooManySentences { .. } | Self::Stored(_) => RetryStage::Write,
         }
     }
 
     /// The dead-letter reason of a permanent failure (model failures are always retried).
     pub fn reason(&self) -> Reason {
         match self {
-            Self::Text(_) => Reason::Text,
+            Self::Text(_) | Self::Stored(_) => Reason::Text,
             Self::TooManySentences { .. } => Reason::TooLarge,
             Self::Fetch(FetchError::Gone(_)) => Reason::Gone,
             Self::Fetch(FetchError::Unsupported(_)) => Reason::Unsupported,
@@ -163,6 +166,40 @@ impl<S: Store> Processor<S> {
         Ok(plan::upsert(
             &current, &segmented, &self.text, &contexts, false,
         ))
+    }
+
+    /// Brings this processor's index to a document as another index stores it (`state`
+    /// and its sentence `records`): a model migration's copy, with no source to read
+    /// ([`casement_text::segmented_from_records`]). Enrich, plan, embed and write as for an
+    /// event, against what this index already holds of the document (a copy cut off is
+    /// finished, a finished one plans nothing); the document state is `state`, so the
+    /// copy is fenced and counted as the original. Returns the sentences embedded.
+    pub async fn copy_stored(
+        &self,
+        state: &DocumentState,
+        records: &[SentenceRecord],
+    ) -> Result<usize, ProcessError> {
+        let doc = state.doc_ref();
+        let current = read::run(&self.store, doc).await?;
+        let mut plan = if state.deleted {
+            plan::delete(&current, Some(state), doc, state.revision)
+        } else {
+            let segmented = casement_text::segmented_from_records(
+                state,
+                records,
+                self.text.window_radius > 0,
+            )?;
+            let contexts = self.enricher.contexts(&segmented, &current).await;
+            let mut plan = plan::upsert(&current, &segmented, &self.text, &contexts, false);
+            // The source is the truth, also over a tombstone at the same revision.
+            plan.restore = true;
+            plan
+        };
+        plan.document = state.clone();
+        let _on_the_way = self.embedder.on_the_way();
+        let embedded = self.embedder.embed(&plan.embed, true).await?;
+        write::run(&self.store, &plan, &embedded.vectors).await?;
+        Ok(embedded.from_model)
     }
 
     /// Applies one event: [`Outcome::Applied`], [`Outcome::Deleted`] or

@@ -26,6 +26,7 @@ pub mod records;
 pub mod revision;
 pub mod segmenter;
 pub mod sentences;
+pub mod stored;
 pub mod tokens;
 pub mod window;
 
@@ -44,4 +45,5 @@ pub use records::{
 };
 pub use revision::{Format, Revision};
 pub use segmenter::{Section, SegmentedRevision, segment};
+pub use stored::{StoredError, segmented_from_records};
 pub use tokens::estimate_tokens;

@@ -1,0 +1,205 @@
+//! A document's segmentation rebuilt from its stored records, without its source: what a
+//! model migration re-plans under a new configuration (another model, enrichment or window
+//! radius), so that no call to the CMS is needed.
+//!
+//! Every record keeps its section (id, ordinal, heading path, content hash, start), its
+//! sentence with its offsets, and its window. The citation text is put back at the same
+//! character offsets from the sentences and windows; what no record holds (headings, the
+//! text between sections) becomes spaces, which no record reads. The text *between* the
+//! sentences of a section is held by the windows only when they have a radius of at least
+//! one, so widening windows needs it and says when it is missing.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use crate::document::DocumentState;
+use crate::records::SentenceRecord;
+use crate::segmenter::{Section, SegmentedRevision};
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StoredError {
+    /// A section's records do not cover its sentences `0..count` (a cut-off write).
+    #[error(
+        "document `{doc_id}`: section {section} holds {found} of its {count} sentences (a write was cut off; the next event of the document repairs it)"
+    )]
+    Incomplete {
+        doc_id: String,
+        section: u32,
+        found: usize,
+        count: u32,
+    },
+    /// The text between two sentences is in no stored window (windows of radius 0).
+    #[error(
+        "document `{doc_id}`: the text between the sentences of section {section} is not stored (its windows have radius 0), so windows of another radius cannot be built from the index"
+    )]
+    Gap { doc_id: String, section: u32 },
+}
+
+/// The segmentation the records of `state`'s document were built from. `need_gaps`: the
+/// text between sentences must be known (windows wider than one sentence will be built).
+pub fn segmented_from_records(
+    state: &DocumentState,
+    records: &[SentenceRecord],
+    need_gaps: bool,
+) -> Result<SegmentedRevision, StoredError> {
+    let mut sections: BTreeMap<u32, Vec<&SentenceRecord>> = BTreeMap::new();
+    for record in records {
+        sections.entry(record.position.section).or_default().push(record);
+    }
+    let length = records
+        .iter()
+        .map(|r| r.window_char_end.max(r.char_end))
+        .max()
+        .unwrap_or(0);
+    let mut chars: Vec<Option<char>> = vec![None; length];
+    let mut put = |start: usize, text: &str| {
+        for (slot, c) in chars.iter_mut().skip(start).zip(text.chars()) {
+            *slot = Some(c);
+        }
+    };
+    for record in records {
+        put(record.window_char_start, &record.window);
+        put(record.char_start, &record.sentence);
+    }
+    let text: String = chars.iter().map(|c| c.unwrap_or(' ')).collect();
+    // Character offset → byte offset in `text`.
+    let mut bytes = Vec::with_capacity(length + 1);
+    let mut at = 0;
+    for c in text.chars() {
+        bytes.push(at);
+        at += c.len_utf8();
+    }
+    bytes.push(at);
+    let byte = |char_offset: usize| bytes[char_offset.min(length)];
+    let incomplete = |section: u32, found: usize, count: u32| StoredError::Incomplete {
+        doc_id: state.doc_id.clone(),
+        section,
+        found,
+        count,
+    };
+
+    let mut rebuilt = Vec::with_capacity(sections.len());
+    for (ordinal, mut members) in sections {
+        members.sort_by_key(|r| r.position.index);
+        let first = members[0];
+        let count = first.position.count;
+        let complete = members.len() == count as usize
+            && members
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.position.index as usize == i && r.position.count == count);
+        if !complete {
+            return Err(incomplete(ordinal, members.len(), count));
+        }
+        let last = members[members.len() - 1];
+        if need_gaps
+            && chars[first.char_start..last.char_end]
+                .iter()
+                .any(Option::is_none)
+        {
+            return Err(StoredError::Gap {
+                doc_id: state.doc_id.clone(),
+                section: ordinal,
+            });
+        }
+        let sentences: Vec<Range<usize>> = members
+            .iter()
+            .map(|r| byte(r.char_start)..byte(r.char_end))
+            .collect();
+        rebuilt.push(Section {
+            id: first.section_id.clone(),
+            ordinal,
+            heading_path: first.section_path.clone(),
+            content_hash: first.section_hash.clone(),
+            range: byte(first.section_char_start)..byte(last.char_end),
+            sentences,
+        });
+    }
+    let first = records.first();
+    Ok(SegmentedRevision {
+        doc_id: state.doc_id.clone(),
+        revision: state.revision,
+        title: first.map_or_else(|| state.title.clone(), |r| r.title.clone()),
+        url: first.map_or_else(|| state.url.clone(), |r| r.url.clone()),
+        tenant: state.tenant.clone(),
+        metadata: first.map(|r| r.metadata.clone()).unwrap_or_default(),
+        text,
+        sections: rebuilt,
+        reused_sections: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::build_records;
+    use crate::revision::{Format, Revision};
+    use crate::{TextConfig, segment};
+
+    const PAGE: &str = "# Travel\n\nBook early. Fares rise in June — by 20%.\n\n\
+        Keep receipts. Café bills count too.\n\n## Per diem\n\nRates vary by city. \
+        Ask your lead. See the GSA table.\n\n## Empty\n\n## Last\n\nOne line only.";
+
+    fn state_and_records(radius: usize) -> (DocumentState, Vec<SentenceRecord>, TextConfig) {
+        let config = TextConfig {
+            window_radius: radius,
+            ..TextConfig::default()
+        };
+        let revision = Revision {
+            doc_id: "travel".into(),
+            revision: 7,
+            title: Some("Travel".into()),
+            url: Some("https://example.org/travel".into()),
+            tenant: Some("acme".into()),
+            format: Format::Markdown,
+            content: PAGE.into(),
+            metadata: serde_json::Map::new(),
+        };
+        let segmented = segment(&revision, &config).unwrap();
+        let records = build_records(&segmented, &config);
+        let state = DocumentState {
+            doc_id: "travel".into(),
+            revision: 7,
+            deleted: false,
+            title: "Travel".into(),
+            url: revision.url.clone(),
+            tenant: revision.tenant.clone(),
+            sentence_count: records.len(),
+            section_count: segmented.sections.len(),
+        };
+        (state, records, config)
+    }
+
+    #[test]
+    fn the_same_radius_rebuilds_the_same_records() {
+        let (state, records, config) = state_and_records(2);
+        let rebuilt = segmented_from_records(&state, &records, true).unwrap();
+        assert_eq!(build_records(&rebuilt, &config), records);
+    }
+
+    #[test]
+    fn another_radius_rebuilds_what_segmenting_the_source_builds() {
+        for (from, to) in [(1, 3), (2, 0), (3, 1)] {
+            let (state, records, _) = state_and_records(from);
+            let (_, expected, config) = state_and_records(to);
+            let rebuilt = segmented_from_records(&state, &records, to > 0).unwrap();
+            assert_eq!(build_records(&rebuilt, &config), expected, "{from} -> {to}");
+        }
+    }
+
+    #[test]
+    fn radius_zero_cannot_be_widened_and_a_missing_sentence_is_named() {
+        let (state, records, _) = state_and_records(0);
+        let error = segmented_from_records(&state, &records, true).unwrap_err();
+        assert!(matches!(error, StoredError::Gap { .. }), "{error}");
+        assert!(segmented_from_records(&state, &records, false).is_ok());
+
+        let (state, mut records, _) = state_and_records(1);
+        records.remove(1);
+        let error = segmented_from_records(&state, &records, true).unwrap_err();
+        assert!(
+            matches!(error, StoredError::Incomplete { section: 0, .. }),
+            "{error}"
+        );
+    }
+}
