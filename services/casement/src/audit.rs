@@ -16,7 +16,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use casement_events::Event;
 use casement_pipeline::audit::{self, AuditConfig, AuditMetrics, FixOutcome, Kind, Report, Truth};
-use casement_pipeline::{Finished, Processor, SourceId};
+use casement_pipeline::{Finished, ProcessorSlot, SourceId};
 use casement_store::AnyStore;
 use prometheus::Registry;
 use serde_json::json;
@@ -81,7 +81,7 @@ async fn run(
     args: &AuditArgs,
     metrics: &AuditMetrics,
 ) -> anyhow::Result<u8> {
-    let report = audit::audit(&engine.processor, truth).await?;
+    let report = audit::audit(&engine.processor.current(), truth).await?;
     metrics.record(&report);
     if report.is_consistent() || !args.fix {
         print(&report, args);
@@ -118,10 +118,10 @@ async fn run(
             String::new()
         },
     );
-    casement_store::Store::sync(&engine.store)
+    casement_store::Store::sync(&engine.store())
         .await
         .context("making the repairs durable")?;
-    let after = audit::audit(&engine.processor, truth).await?;
+    let after = audit::audit(&engine.processor.current(), truth).await?;
     metrics.record(&after);
     if args.json {
         let both = json!({ "before": report, "fixes": by_outcome, "after": after });
@@ -219,7 +219,7 @@ fn write_metrics(registry: &Registry, path: &Path) -> anyhow::Result<()> {
 /// list are reported, never deleted here: the running service may hold documents of other
 /// sources or tenants, or newer than the source. Runs until aborted.
 pub async fn periodic(
-    processor: Arc<Processor<AnyStore>>,
+    processor: Arc<ProcessorSlot<AnyStore>>,
     feeder: Feeder,
     config: AuditConfig,
     metrics: AuditMetrics,
@@ -229,7 +229,7 @@ pub async fn periodic(
         let outcome = async {
             let source = config.source.clone();
             let truth = tokio::task::spawn_blocking(move || Truth::read(&source)).await??;
-            let report = audit::audit(&processor, &truth).await?;
+            let report = audit::audit(&processor.current(), &truth).await?;
             metrics.record(&report);
             Ok::<_, anyhow::Error>(report)
         }

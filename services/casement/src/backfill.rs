@@ -50,7 +50,7 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
     let engine = Engine::start(config.clone(), positions).await?;
     // Bulk loading: no vector index build while the corpus streams in (each would index
     // everything written so far again and take the cores from the model); one at the end.
-    engine.store.set_bulk(true);
+    engine.store().set_bulk(true);
     let total = inputs.events.len() as u64;
     let replay_task = tokio::spawn(replay::run(engine.feeder.clone(), inputs.events, 0, None));
     if total > 0 {
@@ -72,15 +72,15 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
         )
         .await;
     }
-    engine.store.set_bulk(false);
+    engine.store().set_bulk(false);
     let building = Instant::now();
-    if engine.store.optimize().await? {
+    if engine.store().optimize().await? {
         eprintln!(
             "built the vector index in {:.1} s",
             building.elapsed().as_secs_f64()
         );
     }
-    let stats = casement_store::Store::stats(&engine.store).await?;
+    let stats = casement_store::Store::stats(&engine.store()).await?;
     let seconds = started.elapsed().as_secs_f64();
     let embedded = engine.sentences(Decision::Embedded);
     println!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use casement_inference::Embed;
 use casement_pipeline::factory::{self, ProcessorConfig};
-use casement_pipeline::{Finished, Metrics, Offsets, Processor, Shutdown, SourceId, Stages};
+use casement_pipeline::{Finished, Metrics, Offsets, ProcessorSlot, Shutdown, SourceId, Stages};
 use casement_store::{AnyStore, StoreProbe};
 use prometheus::Registry;
 use tokio::sync::{mpsc, watch};
@@ -23,11 +23,10 @@ use crate::sources::{Feeder, LocalAck, Positions};
 pub struct Engine {
     pub config: CasementConfig,
     pub feeder: Feeder,
-    pub store: AnyStore,
     pub store_probe: StoreProbe,
     pub model: Arc<dyn Embed>,
-    /// The pipeline's processor (an audit plans with it).
-    pub processor: Arc<Processor<AnyStore>>,
+    /// The pipeline's processor (an audit plans with it); a migration's swap replaces it.
+    pub processor: Arc<ProcessorSlot<AnyStore>>,
     pub registry: Registry,
     pub pipeline_metrics: Metrics,
     pub local_metrics: LocalMetrics,
@@ -81,14 +80,17 @@ impl Engine {
             fetch: &config.fetch,
         };
         factory::check_index_settings(&store, &model, processor_config).await?;
-        let processor = Arc::new(factory::processor(
+        let processor = Arc::new(ProcessorSlot::new(factory::processor(
             processor_config,
             &pipeline_metrics,
             model.clone(),
             store.clone(),
-        )?);
-        // One probe: the index gauges and the query router's readiness.
-        let store_probe = factory::spawn_store_probe(store.clone(), &pipeline_metrics);
+        )?));
+        // One probe: the index gauges and the query router's readiness, of the index the
+        // pipeline writes (after a migration's swap, the new one).
+        let serving = processor.clone();
+        let store_probe =
+            factory::spawn_store_probe(move || serving.current().store.clone(), &pipeline_metrics);
         let offsets = Offsets::default();
         let dead_letters = Arc::new(DeadLetterFile::new(&config.dead_letter_file()));
         let replay_start = positions.replay_next;
@@ -123,7 +125,6 @@ impl Engine {
         Ok(Self {
             config,
             feeder,
-            store,
             store_probe,
             model,
             processor,
@@ -137,6 +138,12 @@ impl Engine {
             shutdown,
             tasks,
         })
+    }
+
+    /// The index the pipeline writes now (a migration's swap replaces it; nothing here keeps
+    /// the replaced one open).
+    pub fn store(&self) -> AnyStore {
+        self.processor.current().store.clone()
     }
 
     /// Events of this run finished with `outcome` (applied, deleted, stale,

@@ -114,9 +114,16 @@ enum Command {
         /// Hours the replaced index is kept for --rollback (deleted by a later migrate).
         #[arg(long, default_value_t = 168)]
         keep_hours: u64,
-        /// Serve the index the last migration replaced again.
+        /// Serve the index the last migration replaced again, brought up to date first.
         #[arg(long, conflicts_with_all = ["set", "force"])]
         rollback: bool,
+        /// Ask the `casement run` serving this data directory (it keeps indexing and
+        /// answering searches from the old index until the swap), e.g. http://127.0.0.1:8080.
+        #[arg(long)]
+        url: Option<String>,
+        /// Bearer token (an operator key, bound to no tenant), with --url and `[auth] keys`.
+        #[arg(long, env = "CASEMENT_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
     },
     /// Run a golden set (JSONL: query, doc_id, optional text, tenant, id) against a running
     /// service over HTTP; print recall@k, MRR@k and each failing query with what came back
@@ -213,6 +220,8 @@ fn main() -> ExitCode {
         margin,
         keep_hours,
         rollback,
+        url,
+        api_key,
     } = &cli.command
     {
         let args = casement::migrate::MigrateArgs {
@@ -222,28 +231,48 @@ fn main() -> ExitCode {
             keep_hours: *keep_hours,
             max_passes: 5,
         };
-        let outcome = (|| -> anyhow::Result<u8> {
-            let load = |extra: Vec<(String, String)>| -> anyhow::Result<CasementConfig> {
-                let mut config: CasementConfig = casement_config::load(
-                    cli.config.as_deref(),
-                    config::ENV_PREFIX,
-                    std::env::vars().chain(extra),
-                )?;
-                if let Some(dir) = &cli.data_dir {
-                    config.data_dir = dir.clone();
+        let outcome =
+            (|| -> anyhow::Result<u8> {
+                let load = |extra: Vec<(String, String)>| -> anyhow::Result<CasementConfig> {
+                    let mut config: CasementConfig = casement_config::load(
+                        cli.config.as_deref(),
+                        config::ENV_PREFIX,
+                        std::env::vars().chain(extra),
+                    )?;
+                    if let Some(dir) = &cli.data_dir {
+                        config.data_dir = dir.clone();
+                    }
+                    Ok(config)
+                };
+                if let Some(url) = url {
+                    let body = if *rollback {
+                        serde_json::json!({ "keep_hours": keep_hours })
+                    } else {
+                        serde_json::json!({
+                            "set": set, "force": force, "margin": margin, "keep_hours": keep_hours,
+                        })
+                    };
+                    return casement_service::runtime()?.block_on(
+                        casement::migrate::online::remote(url, api_key.as_deref(), body, *rollback),
+                    );
                 }
-                Ok(config)
-            };
-            let config = load(Vec::new())?;
-            casement::snapshot::check_not_restoring(&config.data_dir)?;
-            casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
-            if *rollback {
-                return casement::migrate::rollback(&config, *keep_hours);
-            }
-            let target = load(casement::migrate::set_as_env(set)?)
-                .context("the --set pairs")?;
-            casement_service::runtime()?.block_on(casement::migrate::command(config, target, args))
-        })();
+                let config = load(Vec::new())?;
+                casement::snapshot::check_not_restoring(&config.data_dir)?;
+                casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+                let source = casement::migrate::ConfigSource {
+                    file: cli.config.clone(),
+                };
+                if *rollback {
+                    return casement_service::runtime()?.block_on(casement::migrate::rollback(
+                        config,
+                        source,
+                        *keep_hours,
+                    ));
+                }
+                let target = source.target(&config, set)?;
+                casement_service::runtime()?
+                    .block_on(casement::migrate::command(config, target, args))
+            })();
         return match outcome {
             Ok(code) => ExitCode::from(code),
             Err(error) => {
@@ -280,8 +309,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 config.listen = listen;
             }
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
-            casement_service::runtime()?
-                .block_on(casement::run::run(config, casement_service::stop_signal()))
+            casement_service::runtime()?.block_on(casement::run::run(
+                config,
+                casement::migrate::ConfigSource { file: cli.config },
+                casement_service::stop_signal(),
+            ))
         }
         Command::Backfill { paths } => {
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;

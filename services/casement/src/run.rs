@@ -24,7 +24,11 @@ use crate::sources::{Positions, mediawiki, replay, watch::Watcher};
 use crate::webhook::{self, Webhook};
 use crate::{progress, sample};
 
-pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    mut config: CasementConfig,
+    source: crate::migrate::ConfigSource,
+    stop: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     tokio::pin!(stop);
     let started = Instant::now();
     let sources = &config.sources;
@@ -69,7 +73,7 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     let openapi = webhook::openapi(&query_config, config.sources.webhook.enabled);
     let query_app = app_with(
         query_config,
-        engine.store.clone(),
+        engine.store(),
         engine.model.clone(),
         reranker,
         query_metrics,
@@ -78,6 +82,17 @@ pub async fn run(mut config: CasementConfig, stop: impl Future<Output = ()>) -> 
     );
     let evaluator = Evaluator::new(&query_app, &engine.registry).map(Arc::new);
     let mut router = casement_query::router(query_app.clone());
+    // Migrations to another model, enrichment or radius, while serving.
+    router = router.merge(crate::migrate::online::router(
+        crate::migrate::online::Online::new(
+            source,
+            config.clone(),
+            engine.model.clone(),
+            engine.processor.clone(),
+            query_app.clone(),
+            engine.pipeline_metrics.clone(),
+        ),
+    ));
     if config.sources.webhook.enabled {
         router = router.merge(webhook::router(Arc::new(Webhook {
             feeder: engine.feeder.clone(),

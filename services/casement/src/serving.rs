@@ -33,6 +33,10 @@ pub struct Previous {
     pub index: String,
     /// Unix seconds after which `casement migrate` deletes it.
     pub keep_until: u64,
+    /// The `--set` pairs that turn the serving configuration into the one it was built
+    /// with (what a rollback brings it up to date with).
+    #[serde(default)]
+    pub restore: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,7 +127,10 @@ impl Serving {
         if let Ok(entries) = std::fs::read_dir(data_dir) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if let Some(n) = name.strip_prefix("index.").and_then(|n| n.parse::<u64>().ok()) {
+                if let Some(n) = name
+                    .strip_prefix("index.")
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
                     highest = highest.max(n);
                 }
             }
@@ -145,6 +152,7 @@ mod tests {
             previous: Some(Previous {
                 index: "index".into(),
                 keep_until: 7,
+                restore: vec!["embedder.precision=fp32".into()],
             }),
             migration: None,
         };

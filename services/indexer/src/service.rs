@@ -54,7 +54,8 @@ pub async fn run(config: IndexerConfig, shutdown: impl Future<Output = ()>) -> a
     tracing::info!(%address, "admin port: /healthz /readyz /metrics");
     let processor = processor(&config, &metrics).await?;
     readiness.models_loaded.store(true, Ordering::Relaxed);
-    let probe = factory::spawn_store_probe(processor.store.clone(), &metrics);
+    let probed = processor.store.clone();
+    let probe = factory::spawn_store_probe(move || probed.clone(), &metrics);
     let _ = readiness.store.set(probe);
     let running = start(&config, processor, None)?;
     shutdown.await;
@@ -90,7 +91,7 @@ pub fn start<S: Store + 'static>(
     let (shutdown, shutdown_rx) = Shutdown::new();
     let (input, tasks) = casement_pipeline::spawn(
         Stages {
-            processor: Arc::new(processor),
+            processor: Arc::new(casement_pipeline::ProcessorSlot::new(processor)),
             config: config.pipeline.clone(),
             decode: config.events.clone(),
             dead_letters: Arc::new(KafkaDeadLetters::new(kafka)?),

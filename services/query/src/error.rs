@@ -37,6 +37,9 @@ pub enum ApiError {
     /// The store or a model failed; the message says which.
     #[error("{0}")]
     Unavailable(String),
+    /// The request conflicts with work under way (an operator's migration).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl ApiError {
@@ -52,6 +55,7 @@ impl ApiError {
             Self::RevisionNotIndexed { .. } => StatusCode::CONFLICT,
             Self::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Conflict(_) => StatusCode::CONFLICT,
         }
     }
 
@@ -67,6 +71,7 @@ impl ApiError {
             Self::RevisionNotIndexed { .. } => "revision_not_indexed",
             Self::Timeout(_) => "timeout",
             Self::Unavailable(_) => "unavailable",
+            Self::Conflict(_) => "conflict",
         }
     }
 

@@ -131,7 +131,7 @@ async fn search<S: Store + 'static>(
     let Json(request) = body?;
     let mut request = request.validate(
         &app.config.limits,
-        &app.config.search,
+        &app.searcher.search_config(&app.config.search),
         app.config.rerank.by_default,
         &app.config.store.indexed_metadata,
     )?;
@@ -181,7 +181,8 @@ async fn document<S: Store + 'static>(
         (None, asked) => asked,
     };
     let doc = DocRef::new(tenant.as_deref(), &doc_id);
-    let store = app.searcher.store();
+    let index = app.searcher.index();
+    let store = &index.store;
     let not_found = || ApiError::NotFound(format!("document {doc_id:?} is not indexed"));
     let state = store
         .document(doc)

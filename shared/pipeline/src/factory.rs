@@ -120,8 +120,13 @@ pub fn processor<S: Store>(
 
 /// The process's one store probe: it keeps the index gauges (points, documents) and
 /// answers readiness (`StoreProbe::reachable`), for the indexer's admin port and the
-/// all-in-one's query router alike.
-pub fn spawn_store_probe<S: Store + 'static>(store: S, metrics: &Metrics) -> StoreProbe {
+/// all-in-one's query router alike. `store` gives the index to ask at each probe (the
+/// all-in-one's changes at a migration's swap).
+pub fn spawn_store_probe<S, F>(store: F, metrics: &Metrics) -> StoreProbe
+where
+    S: Store + 'static,
+    F: Fn() -> S + Send + Sync + 'static,
+{
     let (points, documents, disk, available) = (
         metrics.points.clone(),
         metrics.documents.clone(),
@@ -133,7 +138,7 @@ pub fn spawn_store_probe<S: Store + 'static>(store: S, metrics: &Metrics) -> Sto
         metrics.compaction_reclaimed.clone(),
         metrics.compaction_duration.clone(),
     );
-    StoreProbe::spawn(store, move |stats| {
+    StoreProbe::spawn_following(store, move |stats| {
         if let Some(done) = stats.compaction {
             // The store counts since it opened; the counters follow it.
             compactions.inc_by(done.runs.saturating_sub(compactions.get()));

@@ -96,7 +96,11 @@ where
     /// One pass: every document whose copy differs is copied again.
     pub async fn pass(&self, progress: &dyn Progress) -> Result<Pass, MigrateError> {
         let started = Instant::now();
-        let source = self.source.documents().await.map_err(MigrateError::Source)?;
+        let source = self
+            .source
+            .documents()
+            .await
+            .map_err(MigrateError::Source)?;
         let target: HashMap<Key, IndexedDocument> = self
             .target
             .store
@@ -119,9 +123,9 @@ where
                 pass.deferred += 1;
                 continue;
             };
-            let same = target
-                .get(&key(&doc))
-                .is_some_and(|copy| copy.state.as_ref() == Some(state) && copy.points == doc.points);
+            let same = target.get(&key(&doc)).is_some_and(|copy| {
+                copy.state.as_ref() == Some(state) && copy.points == doc.points
+            });
             if !same {
                 to_copy.push(doc);
             }
@@ -137,7 +141,9 @@ where
                 let (source, target) = (self.source.clone(), self.target.clone());
                 tasks.spawn(async move { copy(&source, &target, doc).await });
             }
-            let Some(done) = tasks.join_next().await else { break };
+            let Some(done) = tasks.join_next().await else {
+                break;
+            };
             match done?? {
                 Copied::Done(embedded) => {
                     pass.copied += 1;
@@ -151,11 +157,19 @@ where
             }
             since_sync += 1;
             if since_sync >= self.sync_every.max(1) {
-                self.target.store.sync().await.map_err(MigrateError::Target)?;
+                self.target
+                    .store
+                    .sync()
+                    .await
+                    .map_err(MigrateError::Target)?;
                 since_sync = 0;
             }
         }
-        self.target.store.sync().await.map_err(MigrateError::Target)?;
+        self.target
+            .store
+            .sync()
+            .await
+            .map_err(MigrateError::Target)?;
         pass.took = started.elapsed();
         Ok(pass)
     }
@@ -174,14 +188,20 @@ async fn copy<S: Store, T: Store>(
     doc: IndexedDocument,
 ) -> Result<Copied, MigrateError> {
     let doc_ref = DocRef::new(doc.tenant.as_deref(), &doc.doc_id);
-    let state = source.document(doc_ref).await.map_err(MigrateError::Source)?;
+    let state = source
+        .document(doc_ref)
+        .await
+        .map_err(MigrateError::Source)?;
     let Some(state) = state else {
         return Ok(Copied::Deferred);
     };
     let records = if state.deleted {
         Vec::new()
     } else {
-        source.records(doc_ref).await.map_err(MigrateError::Source)?
+        source
+            .records(doc_ref)
+            .await
+            .map_err(MigrateError::Source)?
     };
     match target.copy_stored(&state, &records).await {
         Ok(embedded) => Ok(Copied::Done(embedded)),

@@ -184,11 +184,8 @@ impl<S: Store> Processor<S> {
         let mut plan = if state.deleted {
             plan::delete(&current, Some(state), doc, state.revision)
         } else {
-            let segmented = casement_text::segmented_from_records(
-                state,
-                records,
-                self.text.window_radius > 0,
-            )?;
+            let segmented =
+                casement_text::segmented_from_records(state, records, self.text.window_radius > 0)?;
             let contexts = self.enricher.contexts(&segmented, &current).await;
             let mut plan = plan::upsert(&current, &segmented, &self.text, &contexts, false);
             // The source is the truth, also over a tombstone at the same revision.

@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use crate::config::PipelineConfig;
 use crate::offsets::Offsets;
 use crate::outcome::{Finished, Outcome};
-use crate::processor::Processor;
+use crate::slot::ProcessorSlot;
 use crate::source::{Acknowledge, DeadLetter, DeadLetterSink, Origin, SourceMessage};
 use crate::stages::{ack, commit, dead_letter, lane, route};
 
@@ -87,7 +87,8 @@ impl Shutdown {
 /// Everything the stages share.
 #[derive(Debug)]
 pub struct Stages<S, D, A> {
-    pub processor: Arc<Processor<S>>,
+    /// The processor; replaceable while events flow (a migration's swap).
+    pub processor: Arc<ProcessorSlot<S>>,
     pub config: PipelineConfig,
     pub decode: DecodeConfig,
     pub dead_letters: Arc<D>,
@@ -114,7 +115,7 @@ where
     let (letters_tx, letters_rx) = mpsc::channel(capacity);
     let (done_tx, done_rx) = mpsc::channel(capacity * 4);
     let (written_tx, written_rx) = mpsc::channel(capacity * 4);
-    let metrics = stages.processor.metrics().clone();
+    let metrics = stages.processor.current().metrics().clone();
     let mut tasks = JoinSet::new();
 
     let mut lane_senders = Vec::new();

@@ -89,7 +89,7 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
     let (shutdown, shutdown_rx) = Shutdown::new();
     let (input, mut tasks) = casement_pipeline::spawn(
         Stages {
-            processor: Arc::new(processor),
+            processor: Arc::new(casement_pipeline::ProcessorSlot::new(processor)),
             config: pipeline.clone(),
             decode: DecodeConfig::default(),
             dead_letters: letters.clone(),

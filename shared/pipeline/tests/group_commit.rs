@@ -128,7 +128,7 @@ async fn a_backlog_shares_model_batches_and_flushes_and_is_acknowledged_only_whe
     let (shutdown, shutdown_rx) = Shutdown::new();
     let (input, mut tasks) = casement_pipeline::spawn(
         Stages {
-            processor: Arc::new(processor),
+            processor: Arc::new(casement_pipeline::ProcessorSlot::new(processor)),
             config: pipeline.clone(),
             decode: DecodeConfig::default(),
             dead_letters: Arc::new(NoLetters),

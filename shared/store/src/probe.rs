@@ -32,6 +32,39 @@ impl StoreProbe {
         S: Store + 'static,
         F: Fn(&StoreStats) + Send + 'static,
     {
+        let store = Arc::new(store);
+        Self::spawn_asking(
+            move || {
+                let store = store.clone();
+                async move { store.stats().await }
+            },
+            on_stats,
+        )
+    }
+
+    /// [`StoreProbe::spawn`] over the store `current` gives at each probe (one that a
+    /// migration's swap replaces).
+    pub fn spawn_following<S, C, F>(current: C, on_stats: F) -> Self
+    where
+        S: Store + 'static,
+        C: Fn() -> S + Send + Sync + 'static,
+        F: Fn(&StoreStats) + Send + 'static,
+    {
+        Self::spawn_asking(
+            move || {
+                let store = current();
+                async move { store.stats().await }
+            },
+            on_stats,
+        )
+    }
+
+    fn spawn_asking<A, Q, F>(ask: A, on_stats: F) -> Self
+    where
+        A: Fn() -> Q + Send + Sync + 'static,
+        Q: std::future::Future<Output = crate::Result<StoreStats>> + Send,
+        F: Fn(&StoreStats) + Send + 'static,
+    {
         let reachable = Arc::new(AtomicBool::new(false));
         let (stop_tx, mut stop) = oneshot::channel::<()>();
         let flag = reachable.clone();
@@ -40,7 +73,7 @@ impl StoreProbe {
             loop {
                 let ok = tokio::select! {
                     _ = &mut stop => return,
-                    answer = store.stats() => match answer {
+                    answer = ask() => match answer {
                         Ok(stats) => {
                             on_stats(&stats);
                             true

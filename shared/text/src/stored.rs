@@ -44,7 +44,10 @@ pub fn segmented_from_records(
 ) -> Result<SegmentedRevision, StoredError> {
     let mut sections: BTreeMap<u32, Vec<&SentenceRecord>> = BTreeMap::new();
     for record in records {
-        sections.entry(record.position.section).or_default().push(record);
+        sections
+            .entry(record.position.section)
+            .or_default()
+            .push(record);
     }
     let length = records
         .iter()

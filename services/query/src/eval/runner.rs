@@ -91,7 +91,7 @@ impl<S: Store + Clone + 'static> Evaluator<S> {
             };
             let answer = match request.validate(
                 &self.query.limits,
-                &self.query.search,
+                &self.searcher.search_config(&self.query.search),
                 self.query.rerank.by_default,
                 &self.query.store.indexed_metadata,
             ) {

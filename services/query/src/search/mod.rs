@@ -29,12 +29,34 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use merge::Window;
 
-#[derive(Debug, Clone)]
-pub struct Searcher<S> {
-    store: S,
+/// What a search reads, replaced as one by a migration's swap ([`Searcher::swap`]): the
+/// index, the model of its vectors (and the cache of that model's query vectors), the
+/// radius its windows were stored with. A search takes it once, at its start, so it never
+/// embeds with one model and searches the index of another.
+#[derive(Debug)]
+pub struct SearchIndex<S> {
+    pub store: S,
     embedder: BlockingPool,
     /// Recent query embeddings (`search.embedding_cache`), keyed by the query text.
     embeddings: Option<moka::sync::Cache<String, Arc<[f32]>>>,
+    pub window_radius: usize,
+}
+
+impl<S> SearchIndex<S> {
+    fn new(store: S, embedder: BlockingPool, cache_entries: u64, window_radius: usize) -> Self {
+        Self {
+            store,
+            embedder,
+            embeddings: (cache_entries > 0).then(|| moka::sync::Cache::new(cache_entries)),
+            window_radius,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Searcher<S> {
+    /// Shared by the searcher's clones (the golden set's), so a swap reaches them too.
+    index: Arc<std::sync::RwLock<Arc<SearchIndex<S>>>>,
     reranker: Option<Reranker>,
     search: SearchConfig,
     rerank_candidates: usize,
@@ -54,12 +76,14 @@ impl<S: Store> Searcher<S> {
         config: &QueryConfig,
         metrics: Metrics,
     ) -> Self {
-        let embeddings = (config.search.embedding_cache > 0)
-            .then(|| moka::sync::Cache::new(config.search.embedding_cache));
-        Self {
+        let index = SearchIndex::new(
             store,
             embedder,
-            embeddings,
+            config.search.embedding_cache,
+            config.search.indexed_window_radius,
+        );
+        Self {
+            index: Arc::new(std::sync::RwLock::new(Arc::new(index))),
             reranker,
             search: config.search.clone(),
             rerank_candidates: config.rerank.candidates,
@@ -68,8 +92,62 @@ impl<S: Store> Searcher<S> {
         }
     }
 
-    pub fn store(&self) -> &S {
-        &self.store
+    /// The index searches read now.
+    pub fn index(&self) -> Arc<SearchIndex<S>> {
+        match self.index.read() {
+            Ok(index) => index.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The store searches read now.
+    pub fn store(&self) -> S
+    where
+        S: Clone,
+    {
+        self.index().store.clone()
+    }
+
+    /// The radius the served index's windows were stored with.
+    pub fn window_radius(&self) -> usize {
+        self.index().window_radius
+    }
+
+    /// `config` with the served index's window radius (a request may not ask for wider
+    /// windows than the index stores; a migration may have changed it).
+    pub fn search_config<'a>(
+        &self,
+        config: &'a SearchConfig,
+    ) -> std::borrow::Cow<'a, SearchConfig> {
+        let radius = self.window_radius();
+        if radius == config.indexed_window_radius {
+            std::borrow::Cow::Borrowed(config)
+        } else {
+            std::borrow::Cow::Owned(SearchConfig {
+                indexed_window_radius: radius,
+                ..config.clone()
+            })
+        }
+    }
+
+    /// Serves another index from the next search on (searches under way finish on the one
+    /// they started with): a migration's swap, and its rollback.
+    pub fn swap(
+        &self,
+        store: S,
+        embedder: Arc<dyn casement_inference::Embed>,
+        window_radius: usize,
+    ) {
+        let index = Arc::new(SearchIndex::new(
+            store,
+            BlockingPool::new(embedder, 2),
+            self.search.embedding_cache,
+            window_radius,
+        ));
+        match self.index.write() {
+            Ok(mut current) => *current = index,
+            Err(poisoned) => *poisoned.into_inner() = index,
+        }
     }
 
     /// The same searcher, timing and counting into `metrics`: the golden set's searches
@@ -101,12 +179,16 @@ impl<S: Store> Searcher<S> {
     }
 
     /// The query's embedding: from the cache when the same text was embedded recently.
-    async fn embed_query(&self, query: &str) -> Result<Arc<[f32]>, ApiError> {
-        if let Some(vector) = self.embeddings.as_ref().and_then(|c| c.get(query)) {
+    async fn embed_query(
+        &self,
+        index: &SearchIndex<S>,
+        query: &str,
+    ) -> Result<Arc<[f32]>, ApiError> {
+        if let Some(vector) = index.embeddings.as_ref().and_then(|c| c.get(query)) {
             self.cached("hit");
             return Ok(vector);
         }
-        let vector: Arc<[f32]> = self
+        let vector: Arc<[f32]> = index
             .embedder
             .embed(vec![query.to_owned()])
             .await
@@ -114,7 +196,7 @@ impl<S: Store> Searcher<S> {
             .pop()
             .ok_or_else(|| ApiError::Unavailable("the embedder returned no vector".into()))?
             .into();
-        if let Some(cache) = &self.embeddings {
+        if let Some(cache) = &index.embeddings {
             self.cached("miss");
             cache.insert(query.to_owned(), vector.clone());
         }
@@ -132,6 +214,7 @@ impl<S: Store> Searcher<S> {
     /// when some window will need narrowing (one store read per document).
     async fn select(
         &self,
+        index: &SearchIndex<S>,
         windows: Vec<Window>,
         top_k: usize,
         budget: usize,
@@ -144,7 +227,7 @@ impl<S: Store> Searcher<S> {
                 .iter()
                 .map(|w| (DocRef::new(w.tenant.as_deref(), &w.doc_id), w.revision))
                 .collect();
-            neighbours = expand::neighbours(&self.store, &revisions).await?;
+            neighbours = expand::neighbours(&index.store, &revisions).await?;
         }
         Ok(merge::select(windows, top_k, budget, &neighbours, policy))
     }
@@ -152,16 +235,17 @@ impl<S: Store> Searcher<S> {
     pub async fn search(&self, request: ValidSearch) -> Result<SearchResponse, ApiError> {
         let started = Instant::now();
         let mut timings = Timings::default();
+        let index = self.index();
 
         let t = Instant::now();
         if !request.min_revision.is_empty() {
             let tenant = request.tenant.as_deref();
-            wait::wait_for(&self.store, &request.min_revision, tenant, self.max_wait).await?;
+            wait::wait_for(&index.store, &request.min_revision, tenant, self.max_wait).await?;
             timings.wait = self.stage("wait", t);
         }
 
         let t = Instant::now();
-        let dense = self.embed_query(&request.query).await?;
+        let dense = self.embed_query(&index, &request.query).await?;
         timings.embed = self.stage("embed", t);
 
         let t = Instant::now();
@@ -171,7 +255,7 @@ impl<S: Store> Searcher<S> {
             Some(_) => request.top_k.max(self.rerank_candidates),
             None => request.top_k,
         };
-        let hits = self
+        let hits = index
             .store
             .query(&HybridQuery {
                 dense: dense.to_vec(),
@@ -188,7 +272,7 @@ impl<S: Store> Searcher<S> {
             })
             .await
             .map_err(ApiError::store)?;
-        let (hits, hidden) = current::current_only(&self.store, hits).await?;
+        let (hits, hidden) = current::current_only(&index.store, hits).await?;
         if hidden > 0 {
             tracing::debug!(
                 hidden,
@@ -199,10 +283,10 @@ impl<S: Store> Searcher<S> {
 
         let t = Instant::now();
         let windows = expand::expand(
-            &self.store,
+            &index.store,
             hits,
             request.window_radius,
-            self.search.indexed_window_radius,
+            index.window_radius,
         )
         .await?;
         timings.expand = self.stage("expand", t);
@@ -226,6 +310,7 @@ impl<S: Store> Searcher<S> {
         let t = Instant::now();
         let (windows, truncated, narrowed) = self
             .select(
+                &index,
                 windows,
                 request.top_k,
                 request.token_budget,

@@ -14,13 +14,13 @@ use tokio::sync::{mpsc, watch};
 use crate::config::PipelineConfig;
 use crate::metrics::Metrics;
 use crate::outcome::{Outcome, RetryStage};
-use crate::processor::Processor;
+use crate::slot::ProcessorSlot;
 use crate::spawn::{Backoff, Done, now_ms};
 
 pub async fn run<S: Store>(
     mut written: mpsc::Receiver<Done>,
     acknowledge: mpsc::Sender<Done>,
-    processor: Arc<Processor<S>>,
+    processor: Arc<ProcessorSlot<S>>,
     config: PipelineConfig,
     metrics: Metrics,
     mut shutdown: watch::Receiver<bool>,
@@ -47,7 +47,7 @@ pub async fn run<S: Store>(
             let mut backoff = Backoff::new(&config);
             loop {
                 let started = Instant::now();
-                match processor.store.sync().await {
+                match processor.current().store.sync().await {
                     Ok(()) => {
                         metrics
                             .flush_duration

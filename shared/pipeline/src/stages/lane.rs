@@ -12,13 +12,13 @@ use tokio::sync::{mpsc, watch};
 
 use super::route::LaneItem;
 use crate::config::PipelineConfig;
-use crate::processor::Processor;
+use crate::slot::ProcessorSlot;
 use crate::source::DeadLetter;
 use crate::spawn::{Backoff, Done, Letter};
 
 pub async fn run<S: Store>(
     mut items: mpsc::Receiver<LaneItem>,
-    processor: Arc<Processor<S>>,
+    processor: Arc<ProcessorSlot<S>>,
     config: PipelineConfig,
     letters: mpsc::Sender<Letter>,
     done: mpsc::Sender<Done>,
@@ -34,7 +34,10 @@ pub async fn run<S: Store>(
         let mut backoff = Backoff::new(&config);
         let processed = loop {
             let attempt = tokio::select! {
-                processed = processor.process(event) => processed,
+                processed = async {
+                    let (_processing, current) = processor.processing().await;
+                    current.process(event).await
+                } => processed,
                 () = grace_over(shutdown.clone(), config.shutdown_grace()) => {
                     tracing::warn!(doc_id = event.doc_id(), source = %origin.source,
                         offset = origin.offset, grace_ms = config.shutdown_grace_ms,
@@ -45,7 +48,7 @@ pub async fn run<S: Store>(
             match attempt {
                 Ok(outcome) => break Ok(outcome),
                 Err(error) if error.is_transient() => {
-                    processor.metrics().retry(error.retry_stage());
+                    processor.current().metrics().retry(error.retry_stage());
                     tracing::warn!(doc_id = event.doc_id(), source = %origin.source,
                         offset = origin.offset, %error, retry_in_ms = backoff.delay().as_millis() as u64,
                         "transient failure; retrying");

@@ -1,0 +1,341 @@
+//! The parts of a migration both `casement migrate` and the running service's use: the new
+//! index opened under its configuration, the copy passes from the serving index, the
+//! golden-set gate on both.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use casement_inference::Embed;
+use casement_pipeline::factory::{self, ProcessorConfig};
+use casement_pipeline::migrate::{Migration, Pass, Progress};
+use casement_pipeline::{Metrics, Processor};
+use casement_query::eval::{Evaluator, GoldenSet, Report};
+use casement_store::{AnyStore, Store};
+use serde::Serialize;
+
+use crate::config::CasementConfig;
+use crate::serving::Serving;
+
+/// An index of the data directory, open under the configuration it is (to be) built with.
+#[derive(Clone)]
+pub struct Opened {
+    pub name: String,
+    pub config: CasementConfig,
+    pub store: AnyStore,
+    pub model: Arc<dyn Embed>,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Opened")
+            .field("name", &self.name)
+            .field("model", &self.model.model_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Opened {
+    /// Opens index `name` of the data directory for `config`, loading its model (or
+    /// reusing `model` when the embedder is the same), and checks or records its settings
+    /// as a writer does.
+    pub async fn open(
+        name: &str,
+        config: &CasementConfig,
+        reuse: Option<(&CasementConfig, &Arc<dyn Embed>)>,
+    ) -> anyhow::Result<Self> {
+        let model = match reuse {
+            Some((other, model)) if other.embedder == config.embedder => model.clone(),
+            _ => factory::load_model(&config.embedder).await?,
+        };
+        let mut store_config = config.store();
+        store_config.edge.path = Serving::dir(&config.data_dir, name);
+        let store = AnyStore::open(&store_config, model.dimension())
+            .await
+            .with_context(|| format!("opening the index {}", store_config.edge.path.display()))?;
+        factory::check_index_settings(&store, &model, processor_config(config)).await?;
+        Ok(Self {
+            name: name.to_owned(),
+            config: config.clone(),
+            store,
+            model,
+        })
+    }
+
+    /// A processor writing this index with this configuration, counting into `metrics`.
+    pub fn processor(&self, metrics: &Metrics) -> anyhow::Result<Processor<AnyStore>> {
+        factory::processor(
+            processor_config(&self.config),
+            metrics,
+            self.model.clone(),
+            self.store.clone(),
+        )
+    }
+}
+
+pub fn processor_config(config: &CasementConfig) -> ProcessorConfig<'_> {
+    ProcessorConfig {
+        pipeline: &config.pipeline,
+        enrich: &config.enrich,
+        text: &config.text,
+        fetch: &config.fetch,
+    }
+}
+
+/// Refuses what the stored records cannot give: windows wider than radius 0 from an index
+/// of radius 0.
+pub async fn check_source(source: &AnyStore, target: &CasementConfig) -> anyhow::Result<()> {
+    if let Some(settings) = source.settings().await?
+        && settings.window_radius == 0
+        && target.text.window_radius > 0
+    {
+        anyhow::bail!(
+            "the serving index has windows of radius 0, which do not hold the text between \
+             sentences: windows of radius {} cannot be built from it (backfill from the source)",
+            target.text.window_radius
+        );
+    }
+    Ok(())
+}
+
+/// The copy from `source` into `target`, pass after pass, until a pass finds nothing to
+/// copy, or (with `until_small`) copies at most that many documents: a running service's
+/// index keeps changing, and its last pass runs with the pipeline paused.
+pub async fn copy(
+    source: &AnyStore,
+    target: &Opened,
+    max_passes: usize,
+    until_small: Option<usize>,
+    progress: &(dyn Fn(usize) -> Box<dyn Progress> + Sync),
+) -> anyhow::Result<Vec<Pass>> {
+    let migration = Migration {
+        source: source.clone(),
+        target: Arc::new(target.processor(&Metrics::new())?),
+        concurrency: 4 * target.config.pipeline.embed_concurrency.max(1),
+        sync_every: 64,
+    };
+    let mut passes = Vec::new();
+    for round in 1..=max_passes.max(1) {
+        let pass = migration.pass(progress(round).as_ref()).await?;
+        tracing::info!(
+            round,
+            documents = pass.documents,
+            copied = pass.copied,
+            embedded = pass.embedded,
+            deferred = pass.deferred,
+            seconds = pass.took.as_secs_f64(),
+            "migration pass"
+        );
+        if pass.extra > 0 {
+            tracing::warn!(
+                documents = pass.extra,
+                "the new index holds documents the serving one does not"
+            );
+        }
+        passes.push(pass);
+        let small = until_small.is_some_and(|n| pass.copied + pass.deferred <= n);
+        if pass.converged() || small {
+            return Ok(passes);
+        }
+    }
+    let last = passes.last().copied().unwrap_or_default();
+    anyhow::bail!(
+        "the copy did not converge in {max_passes} passes ({} documents still differed in the last)",
+        last.copied + last.deferred
+    )
+}
+
+/// The last pass, with no event in flight: everything still different is copied, and a
+/// document left half-written by a crash (points without a state) is the only thing it may
+/// leave.
+pub async fn final_pass(source: &AnyStore, target: &Opened) -> anyhow::Result<Pass> {
+    let migration = Migration {
+        source: source.clone(),
+        target: Arc::new(target.processor(&Metrics::new())?),
+        concurrency: 4 * target.config.pipeline.embed_concurrency.max(1),
+        sync_every: usize::MAX,
+    };
+    let pass = migration.pass(&()).await?;
+    let again = migration.pass(&()).await?;
+    anyhow::ensure!(
+        again.copied == 0,
+        "the new index still differs after the final pass ({} documents)",
+        again.copied
+    );
+    Ok(pass)
+}
+
+/// The golden set's figures for both indexes, and whether the new one may be served.
+#[derive(Debug, Clone, Serialize)]
+pub struct Gate {
+    pub golden: Option<PathBuf>,
+    pub margin: f64,
+    pub serving: Option<Figures>,
+    pub new: Option<Figures>,
+    pub passed: bool,
+    /// Passed only because it was forced.
+    pub forced: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Figures {
+    pub k: usize,
+    pub queries: usize,
+    pub recall: f64,
+    pub mrr: f64,
+    pub failures: usize,
+}
+
+impl From<&Report> for Figures {
+    fn from(report: &Report) -> Self {
+        Self {
+            k: report.k,
+            queries: report.queries,
+            recall: report.recall,
+            mrr: report.mrr,
+            failures: report.failures,
+        }
+    }
+}
+
+impl Gate {
+    /// The side-by-side table.
+    pub fn print(&self) {
+        let (Some(golden), Some(old), Some(new)) = (&self.golden, self.serving, self.new) else {
+            println!(
+                "gate: no golden set ([eval] golden){}",
+                if self.forced {
+                    ": swapping without it (--force)"
+                } else {
+                    ": it cannot run; --force swaps without it"
+                }
+            );
+            return;
+        };
+        println!(
+            "gate ({}, {} queries, k = {}, margin {}):",
+            golden.display(),
+            old.queries,
+            old.k,
+            self.margin
+        );
+        println!("  {:<12} {:>8} {:>8}", "", "serving", "new");
+        let recall = format!("recall@{}", old.k);
+        println!("  {recall:<12} {:>8.3} {:>8.3}", old.recall, new.recall);
+        let mrr = format!("MRR@{}", old.k);
+        println!("  {mrr:<12} {:>8.3} {:>8.3}", old.mrr, new.mrr);
+        println!(
+            "  {:<12} {:>8} {:>8}",
+            "failures", old.failures, new.failures
+        );
+        if self.forced {
+            println!("  worse than the margin allows: swapping anyway (--force)");
+        } else if !self.passed {
+            println!("  the new index is worse than the margin allows");
+        }
+    }
+}
+
+/// The golden set of `config` (the sample's, on a data directory made by the sample).
+pub fn golden_set(config: &CasementConfig) -> Option<PathBuf> {
+    config.eval.golden().map(Path::to_path_buf).or_else(|| {
+        let sample = crate::sample::golden_path(&config.data_dir);
+        sample.exists().then_some(sample)
+    })
+}
+
+/// Runs the golden set on the serving index and on the new one.
+pub async fn gate(
+    serving: (&CasementConfig, &AnyStore, &Arc<dyn Embed>),
+    new: &Opened,
+    margin: f64,
+    force: bool,
+) -> anyhow::Result<Gate> {
+    let Some(golden) = golden_set(serving.0) else {
+        return Ok(Gate {
+            golden: None,
+            margin,
+            serving: None,
+            new: None,
+            passed: force,
+            forced: force,
+        });
+    };
+    let set = GoldenSet::load(&golden)?;
+    let old = evaluate(serving.0, serving.1, serving.2, &golden, &set).await?;
+    let fresh = evaluate(&new.config, &new.store, &new.model, &golden, &set).await?;
+    let worse = fresh.recall < old.recall - margin || fresh.mrr < old.mrr - margin;
+    Ok(Gate {
+        golden: Some(golden),
+        margin,
+        serving: Some((&old).into()),
+        new: Some((&fresh).into()),
+        passed: !worse || force,
+        forced: worse && force,
+    })
+}
+
+async fn evaluate(
+    config: &CasementConfig,
+    store: &AnyStore,
+    model: &Arc<dyn Embed>,
+    golden: &Path,
+    set: &GoldenSet,
+) -> anyhow::Result<Report> {
+    let mut query = config.query();
+    query.eval.golden = golden.to_path_buf();
+    let reranker = casement_query::service::load_reranker(&query).await?;
+    let app = casement_query::service::app(
+        query,
+        store.clone(),
+        model.clone(),
+        reranker,
+        casement_query::Metrics::new(),
+    );
+    let evaluator = Evaluator::new(&app, &prometheus::Registry::new())
+        .context("the golden set is configured")?;
+    Ok(evaluator.evaluate(set).await?)
+}
+
+/// Progress of a pass: a line every few seconds and at its end (stderr).
+#[derive(Debug)]
+pub struct Lines {
+    round: usize,
+    state: std::sync::Mutex<(usize, usize, usize, Instant, Instant)>,
+}
+
+impl Lines {
+    pub fn boxed(round: usize) -> Box<dyn Progress> {
+        let now = Instant::now();
+        Box::new(Self {
+            round,
+            state: std::sync::Mutex::new((0, 0, 0, now, now)),
+        })
+    }
+}
+
+impl Progress for Lines {
+    fn started(&self, to_copy: usize) {
+        if let Ok(mut state) = self.state.lock() {
+            state.1 = to_copy;
+        }
+    }
+
+    fn copied(&self, sentences: usize) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        let (done, total, embedded, started, last) = &mut *state;
+        *done += 1;
+        *embedded += sentences;
+        if last.elapsed() >= Duration::from_secs(5) || *done == *total {
+            eprintln!(
+                "pass {}: {done}/{total} documents, {embedded} sentences embedded ({:.0}/s)",
+                self.round,
+                *embedded as f64 / started.elapsed().as_secs_f64().max(1e-9)
+            );
+            *last = Instant::now();
+        }
+    }
+}

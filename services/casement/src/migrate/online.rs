@@ -1,0 +1,543 @@
+//! The migration inside `casement run`: `POST /v1/admin/migrations` builds the new index
+//! while the service keeps indexing events into the serving one and answering searches
+//! from it; passes copy what changed meanwhile; the gate runs; then the swap pauses the
+//! pipeline (the events in hand finish, new ones wait), copies the last changes, points
+//! `serving.json` at the new index and replaces, as one each, the pipeline's processor
+//! and the searcher's index and model. Searches never wait: one under way finishes on the
+//! index it started with. `POST /v1/admin/migrations/rollback` does the same back to the
+//! index the last migration replaced, brought up to date first. `GET /v1/admin/migrations`
+//! says where it stands. Operator routes: with `[auth] keys`, a key bound to no tenant.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use axum::{Json, Router};
+use casement_inference::Embed;
+use casement_pipeline::migrate::{Pass, Progress};
+use casement_pipeline::{Metrics, ProcessorSlot};
+use casement_query::App;
+use casement_query::config::AuthConfig;
+use casement_query::error::ApiError;
+use casement_store::AnyStore;
+use serde::{Deserialize, Serialize};
+
+use super::build::{self, Gate, Opened};
+use super::config::{ConfigSource, reverse};
+use crate::config::CasementConfig;
+use crate::serving::Serving;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    #[default]
+    Idle,
+    Building,
+    Gating,
+    Swapping,
+    Swapped,
+    Refused,
+    RollingBack,
+    RolledBack,
+    Failed,
+}
+
+/// What `GET /v1/admin/migrations` answers.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Status {
+    pub phase: Phase,
+    /// The index searches read now.
+    pub serving: String,
+    /// The index being built (or the one a rollback returns to).
+    pub target: Option<String>,
+    pub set: Vec<String>,
+    pub passes: Vec<Pass>,
+    /// The pass under way: documents copied of those to copy, sentences embedded.
+    pub progress: Option<[usize; 3]>,
+    /// Sentences embedded per second over the copy passes.
+    pub sentences_per_second: Option<f64>,
+    pub gate: Option<Gate>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigrateRequest {
+    /// The new index's settings, `section.key=value`.
+    pub set: Vec<String>,
+    #[serde(default)]
+    pub force: bool,
+    #[serde(default = "default_margin")]
+    pub margin: f64,
+    #[serde(default = "default_keep_hours")]
+    pub keep_hours: u64,
+}
+
+fn default_margin() -> f64 {
+    0.02
+}
+
+fn default_keep_hours() -> u64 {
+    168
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackRequest {
+    #[serde(default = "default_keep_hours")]
+    pub keep_hours: u64,
+}
+
+/// Copy passes before the swap: they stop once a pass copies at most this many documents
+/// (the rest is copied with the pipeline paused).
+const SMALL_ENOUGH: usize = 8;
+const MAX_PASSES: usize = 12;
+
+pub struct Online {
+    pub source: ConfigSource,
+    pub data_dir: PathBuf,
+    pub slot: Arc<ProcessorSlot<AnyStore>>,
+    pub app: Arc<App<AnyStore>>,
+    pub pipeline_metrics: Metrics,
+    pub auth: AuthConfig,
+    /// The serving index's configuration and model (after a swap, the new index's).
+    serving: std::sync::Mutex<(CasementConfig, Arc<dyn Embed>)>,
+    status: std::sync::Mutex<Status>,
+    /// Held by the migration or rollback under way: one at a time.
+    busy: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl std::fmt::Debug for Online {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Online")
+            .field("data_dir", &self.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Online {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        source: ConfigSource,
+        config: CasementConfig,
+        model: Arc<dyn Embed>,
+        slot: Arc<ProcessorSlot<AnyStore>>,
+        app: Arc<App<AnyStore>>,
+        pipeline_metrics: Metrics,
+    ) -> Arc<Self> {
+        let serving = Serving::load(&config.data_dir)
+            .map(|s| s.index)
+            .unwrap_or_default();
+        Arc::new(Self {
+            source,
+            data_dir: config.data_dir.clone(),
+            auth: config.auth.clone(),
+            slot,
+            app,
+            pipeline_metrics,
+            serving: std::sync::Mutex::new((config, model)),
+            status: std::sync::Mutex::new(Status {
+                serving,
+                ..Status::default()
+            }),
+            busy: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    pub fn status(&self) -> Status {
+        self.status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Status)) {
+        if let Ok(mut status) = self.status.lock() {
+            change(&mut status);
+        }
+    }
+
+    fn serving(&self) -> (CasementConfig, Arc<dyn Embed>) {
+        match self.serving.lock() {
+            Ok(serving) => serving.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn operator(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        if self.auth.keys.is_empty() {
+            return Ok(());
+        }
+        match self.auth.principal(headers)?.tenant {
+            None => Ok(()),
+            Some(_) => Err(ApiError::Forbidden(
+                "this API key is bound to a tenant; migrations need an operator key (one without)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// Starts a migration; its target configuration is checked before this returns.
+    pub fn start(self: &Arc<Self>, request: MigrateRequest) -> Result<Status, ApiError> {
+        let guard = self
+            .busy
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| ApiError::Conflict("a migration or rollback is under way".into()))?;
+        let (running, _) = self.serving();
+        super::check_embedded(&running).map_err(|e| ApiError::Invalid(format!("{e:#}")))?;
+        let target = self
+            .source
+            .target(&running, &request.set)
+            .map_err(|e| ApiError::Invalid(format!("{e:#}")))?;
+        self.update(|s| {
+            *s = Status {
+                phase: Phase::Building,
+                serving: s.serving.clone(),
+                set: request.set.clone(),
+                ..Status::default()
+            };
+        });
+        let online = self.clone();
+        tokio::spawn(async move {
+            let result = online.migrate(request, target).await;
+            online.finish(result);
+            drop(guard);
+        });
+        Ok(self.status())
+    }
+
+    /// Starts a rollback to the index the last migration replaced.
+    pub fn start_rollback(self: &Arc<Self>, request: RollbackRequest) -> Result<Status, ApiError> {
+        let guard = self
+            .busy
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| ApiError::Conflict("a migration or rollback is under way".into()))?;
+        let serving =
+            Serving::load(&self.data_dir).map_err(|e| ApiError::Unavailable(format!("{e:#}")))?;
+        let previous = serving.previous.ok_or_else(|| {
+            ApiError::Conflict("nothing to roll back to: no index was replaced".into())
+        })?;
+        let (running, _) = self.serving();
+        let earlier = self
+            .source
+            .target(&running, &previous.restore)
+            .map_err(|e| ApiError::Invalid(format!("{e:#}")))?;
+        self.update(|s| {
+            *s = Status {
+                phase: Phase::RollingBack,
+                serving: s.serving.clone(),
+                target: Some(previous.index.clone()),
+                set: previous.restore.clone(),
+                ..Status::default()
+            };
+        });
+        let online = self.clone();
+        tokio::spawn(async move {
+            let result = online
+                .rollback(
+                    previous.index,
+                    previous.restore,
+                    earlier,
+                    request.keep_hours,
+                )
+                .await;
+            online.finish(result);
+            drop(guard);
+        });
+        Ok(self.status())
+    }
+
+    fn finish(&self, result: anyhow::Result<Phase>) {
+        match result {
+            Ok(phase) => self.update(|s| {
+                s.phase = phase;
+                s.progress = None;
+            }),
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "migration failed");
+                self.update(|s| {
+                    s.phase = Phase::Failed;
+                    s.error = Some(format!("{error:#}"));
+                });
+            }
+        }
+    }
+
+    async fn migrate(
+        self: &Arc<Self>,
+        request: MigrateRequest,
+        target: CasementConfig,
+    ) -> anyhow::Result<Phase> {
+        let (running, model) = self.serving();
+        let mut serving = Serving::load(&self.data_dir)?;
+        super::forget_expired(&mut serving, &self.data_dir)?;
+        let name = super::begin(&mut serving, &self.data_dir, &request.set)?;
+        self.update(|s| s.target = Some(name.clone()));
+        let source = self.slot.current().store.clone();
+        build::check_source(&source, &target).await?;
+        let new = Opened::open(&name, &target, Some((&running, &model))).await?;
+        tracing::info!(index = %name, set = ?request.set, "migration: building the new index while serving the old");
+        self.copy(&source, &new).await?;
+        self.update(|s| s.phase = Phase::Gating);
+        let gate = build::gate(
+            (&running, &source, &model),
+            &new,
+            request.margin,
+            request.force,
+        )
+        .await?;
+        self.update(|s| s.gate = Some(gate.clone()));
+        if !gate.passed {
+            tracing::warn!(index = %name, "migration refused by the golden-set gate; the new index is kept");
+            return Ok(Phase::Refused);
+        }
+        self.update(|s| s.phase = Phase::Swapping);
+        let restore = reverse(&request.set, &running)?;
+        self.swap_to(new, restore, request.keep_hours).await?;
+        Ok(Phase::Swapped)
+    }
+
+    async fn rollback(
+        self: &Arc<Self>,
+        index: String,
+        restore: Vec<String>,
+        earlier: CasementConfig,
+        keep_hours: u64,
+    ) -> anyhow::Result<Phase> {
+        let (running, model) = self.serving();
+        let back = Opened::open(&index, &earlier, Some((&running, &model))).await?;
+        let source = self.slot.current().store.clone();
+        tracing::info!(index = %index, "rollback: bringing the previous index up to date");
+        self.copy(&source, &back).await?;
+        self.update(|s| s.phase = Phase::Swapping);
+        let undo = reverse(&restore, &running)?;
+        self.swap_to(back, undo, keep_hours).await?;
+        Ok(Phase::RolledBack)
+    }
+
+    /// Copy passes while events flow, then the vector index built.
+    async fn copy(self: &Arc<Self>, source: &AnyStore, target: &Opened) -> anyhow::Result<()> {
+        let started = Instant::now();
+        target.store.set_bulk(true);
+        let online = self.clone();
+        let passes = build::copy(source, target, MAX_PASSES, Some(SMALL_ENOUGH), &move |_| {
+            Box::new(StatusProgress {
+                online: online.clone(),
+                done: std::sync::atomic::AtomicUsize::new(0),
+                embedded: std::sync::atomic::AtomicUsize::new(0),
+            }) as Box<dyn Progress>
+        })
+        .await;
+        target.store.set_bulk(false);
+        let passes = passes?;
+        target.store.optimize().await?;
+        let embedded: usize = passes.iter().map(|p| p.embedded).sum();
+        let rate = embedded as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        self.update(|s| {
+            s.passes = passes;
+            s.progress = None;
+            s.sentences_per_second = Some(rate);
+        });
+        Ok(())
+    }
+
+    /// Pauses the pipeline, copies the last changes, points `serving.json` at `new` and
+    /// puts it in the pipeline and the searcher; then events flow again.
+    async fn swap_to(
+        &self,
+        new: Opened,
+        restore: Vec<String>,
+        keep_hours: u64,
+    ) -> anyhow::Result<()> {
+        let paused_at = Instant::now();
+        let paused = self.slot.pause().await;
+        let source = self.slot.current().store.clone();
+        let last = build::final_pass(&source, &new).await?;
+        new.store.optimize().await?;
+        let processor = new.processor(&self.pipeline_metrics)?;
+        let mut serving = Serving::load(&self.data_dir)?;
+        let old = super::swap(&mut serving, &self.data_dir, &new.name, restore, keep_hours)?;
+        self.slot.replace(&paused, processor);
+        self.app.searcher.swap(
+            new.store.clone(),
+            new.model.clone(),
+            new.config.text.window_radius,
+        );
+        match self.serving.lock() {
+            Ok(mut serving) => *serving = (new.config.clone(), new.model.clone()),
+            Err(poisoned) => *poisoned.into_inner() = (new.config.clone(), new.model.clone()),
+        }
+        drop(paused);
+        let paused_ms = paused_at.elapsed().as_millis() as u64;
+        self.update(|s| {
+            s.serving = new.name.clone();
+            s.passes.push(last);
+        });
+        tracing::info!(serving = %new.name, replaced = %old, last_copied = last.copied, paused_ms,
+            "swapped: searches and events now go to the new index");
+        // The replaced index closes once the searches that started on it finish.
+        drop(source);
+        Ok(())
+    }
+}
+
+struct StatusProgress {
+    online: Arc<Online>,
+    done: std::sync::atomic::AtomicUsize,
+    embedded: std::sync::atomic::AtomicUsize,
+}
+
+impl Progress for StatusProgress {
+    fn started(&self, to_copy: usize) {
+        self.online.update(|s| s.progress = Some([0, to_copy, 0]));
+    }
+
+    fn copied(&self, sentences: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let done = self.done.fetch_add(1, Relaxed) + 1;
+        let embedded = self.embedded.fetch_add(sentences, Relaxed) + sentences;
+        self.online.update(|s| {
+            if let Some(progress) = &mut s.progress {
+                progress[0] = done;
+                progress[2] = embedded;
+            }
+        });
+    }
+}
+
+pub fn router(online: Arc<Online>) -> Router {
+    Router::new()
+        .route("/v1/admin/migrations", post(start).get(status))
+        .route("/v1/admin/migrations/rollback", post(rollback))
+        .with_state(online)
+}
+
+async fn start(
+    State(online): State<Arc<Online>>,
+    headers: HeaderMap,
+    body: Result<Json<MigrateRequest>, JsonRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    online.operator(&headers)?;
+    let Json(request) = body
+        .map_err(|e| ApiError::Malformed(casement_query::error::client_message(&e.body_text())))?;
+    if request.set.is_empty() {
+        return Err(ApiError::Invalid(
+            "`set` names no setting of the new index (e.g. [\"embedder.precision=int8\"])".into(),
+        ));
+    }
+    if !(0.0..=1.0).contains(&request.margin) {
+        return Err(ApiError::Invalid("`margin` must be between 0 and 1".into()));
+    }
+    Ok((StatusCode::ACCEPTED, Json(online.start(request)?)))
+}
+
+async fn rollback(
+    State(online): State<Arc<Online>>,
+    headers: HeaderMap,
+    body: Option<Json<RollbackRequest>>,
+) -> Result<impl IntoResponse, ApiError> {
+    online.operator(&headers)?;
+    let request = body.map(|Json(r)| r).unwrap_or_default();
+    Ok((StatusCode::ACCEPTED, Json(online.start_rollback(request)?)))
+}
+
+async fn status(
+    State(online): State<Arc<Online>>,
+    headers: HeaderMap,
+) -> Result<Json<Status>, ApiError> {
+    online.operator(&headers)?;
+    Ok(Json(online.status()))
+}
+
+/// `casement migrate --url`: the same through a running service's API, following its
+/// status until it ends. Returns the exit code.
+pub async fn remote(
+    url: &str,
+    api_key: Option<&str>,
+    body: serde_json::Value,
+    rollback: bool,
+) -> anyhow::Result<u8> {
+    let http = reqwest::Client::new();
+    let base = url.trim_end_matches('/');
+    let path = if rollback {
+        format!("{base}/v1/admin/migrations/rollback")
+    } else {
+        format!("{base}/v1/admin/migrations")
+    };
+    let authorised = |request: reqwest::RequestBuilder| match api_key {
+        Some(key) => request.bearer_auth(key),
+        None => request,
+    };
+    let response = authorised(http.post(&path).json(&body)).send().await?;
+    let code = response.status();
+    let answer: serde_json::Value = response.json().await.unwrap_or_default();
+    if !code.is_success() {
+        anyhow::bail!(
+            "{path}: {code}: {}",
+            answer["error"]["message"].as_str().unwrap_or("no message")
+        );
+    }
+    let mut said = String::new();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let status: serde_json::Value = authorised(http.get(format!("{base}/v1/admin/migrations")))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let phase = status["phase"].as_str().unwrap_or("unknown").to_owned();
+        let line = match status["progress"].as_array() {
+            Some(p) if p.len() == 3 => format!(
+                "{phase}: {}/{} documents, {} sentences embedded",
+                p[0], p[1], p[2]
+            ),
+            _ => phase.clone(),
+        };
+        if line != said {
+            eprintln!("{line}");
+            said = line;
+        }
+        match phase.as_str() {
+            "swapped" | "rolled_back" => {
+                print_gate(&status);
+                println!(
+                    "{phase}: {} now serves {}",
+                    base,
+                    status["serving"].as_str().unwrap_or("?")
+                );
+                return Ok(super::SWAPPED);
+            }
+            "refused" => {
+                print_gate(&status);
+                println!(
+                    "refused by the gate: {} keeps serving {}",
+                    base,
+                    status["serving"].as_str().unwrap_or("?")
+                );
+                return Ok(super::REFUSED);
+            }
+            "failed" => anyhow::bail!("{}", status["error"].as_str().unwrap_or("failed")),
+            _ => {}
+        }
+    }
+}
+
+fn print_gate(status: &serde_json::Value) {
+    let gate = &status["gate"];
+    if let (Some(old), Some(new)) = (gate["serving"].as_object(), gate["new"].as_object()) {
+        println!("gate ({} queries, k = {}):", old["queries"], old["k"]);
+        println!("  {:<12} {:>8} {:>8}", "", "serving", "new");
+        for key in ["recall", "mrr", "failures"] {
+            println!(
+                "  {key:<12} {:>8} {:>8}",
+                old[key].to_string(),
+                new[key].to_string()
+            );
+        }
+    }
+}
