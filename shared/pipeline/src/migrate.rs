@@ -80,6 +80,8 @@ pub struct Migration<S, T> {
     pub concurrency: usize,
     /// The new index is synced (made durable) after this many documents, and at the end.
     pub sync_every: usize,
+    /// Ends a pass (synced) once this many documents are copied: a test's kill point.
+    pub stop_after: Option<usize>,
 }
 
 type Key = (Option<String>, String);
@@ -136,7 +138,11 @@ where
         let mut queue = to_copy.into_iter();
         let mut since_sync = 0;
         loop {
-            while tasks.len() < self.concurrency.max(1) {
+            let stopping = |tasks: &JoinSet<_>| {
+                self.stop_after
+                    .is_some_and(|n| pass.copied + tasks.len() >= n)
+            };
+            while tasks.len() < self.concurrency.max(1) && !stopping(&tasks) {
                 let Some(doc) = queue.next() else { break };
                 let (source, target) = (self.source.clone(), self.target.clone());
                 tasks.spawn(async move { copy(&source, &target, doc).await });

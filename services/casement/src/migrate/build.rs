@@ -109,16 +109,36 @@ pub async fn copy(
     until_small: Option<usize>,
     progress: &(dyn Fn(usize) -> Box<dyn Progress> + Sync),
 ) -> anyhow::Result<Vec<Pass>> {
+    // A test's kill point: the first pass stops (synced) after this many documents and the
+    // process waits to be killed.
+    let stall_after = std::env::var("CASEMENT_MIGRATE_STALL_AFTER")
+        .ok()
+        .and_then(|n| n.parse().ok());
     let migration = Migration {
         source: source.clone(),
         target: Arc::new(target.processor(&Metrics::new())?),
         concurrency: 4 * target.config.pipeline.embed_concurrency.max(1),
         sync_every: 64,
+        stop_after: stall_after,
     };
     let mut passes = Vec::new();
     for round in 1..=max_passes.max(1) {
         let pass = migration.pass(progress(round).as_ref()).await?;
-        tracing::info!(
+        if let Some(n) = stall_after {
+            eprintln!(
+                "stalled after {n} documents (CASEMENT_MIGRATE_STALL_AFTER): waiting to be killed"
+            );
+            std::future::pending::<()>().await;
+        }
+        eprintln!(
+            "pass {round}: {} documents, {} copied ({} sentences embedded), {} deferred, {:.1} s",
+            pass.documents,
+            pass.copied,
+            pass.embedded,
+            pass.deferred,
+            pass.took.as_secs_f64()
+        );
+        tracing::debug!(
             round,
             documents = pass.documents,
             copied = pass.copied,
@@ -155,6 +175,7 @@ pub async fn final_pass(source: &AnyStore, target: &Opened) -> anyhow::Result<Pa
         target: Arc::new(target.processor(&Metrics::new())?),
         concurrency: 4 * target.config.pipeline.embed_concurrency.max(1),
         sync_every: usize::MAX,
+        stop_after: None,
     };
     let pass = migration.pass(&()).await?;
     let again = migration.pass(&()).await?;
