@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki eval train-ranker fuzz-query fuzz soak fmt
+.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate eval train-ranker fuzz-query fuzz soak fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -103,6 +103,11 @@ bench-pipeline: models
 ## (needs ../shared/data); writes target/bench/wiki.json.
 bench-wiki: models
 	$(CARGO) bench --locked -p casement --bench wiki
+
+## An online migration (fp32 -> int8) of the SQuAD dev articles against the raw int8 model,
+## and the search latency during it (needs ../shared/data); writes target/bench/migrate.json.
+bench-migrate: models
+	$(CARGO) bench --locked -p casement --bench migrate
 
 bench-backfill: models
 	$(CARGO) build --release --locked -p casement -p casement-indexer

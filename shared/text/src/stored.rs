@@ -133,6 +133,7 @@ pub fn segmented_from_records(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::records::build_records;

@@ -145,6 +145,7 @@ pub fn reverse(set: &[String], previous: &CasementConfig) -> anyhow::Result<Vec<
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

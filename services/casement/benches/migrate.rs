@@ -1,0 +1,370 @@
+//! `make bench-migrate` (issue 21): an online model migration against the raw model and
+//! the search latency it costs, in one run.
+//!
+//! The 48 SQuAD v1.1 dev articles are backfilled (fp32) by the release binary, which then
+//! serves them (`casement run`). Searches (SQuAD questions, one at a time, every
+//! `MIGRATE_SEARCH_GAP_MS`, 100 by default) are timed before the migration (the
+//! reference) and while `POST /v1/admin/migrations` rebuilds the index with the int8 model
+//! from the stored records, up to the swap. The migration's rate (sentences embedded over
+//! the copy passes and the index build, as the service reports it) is set against the raw
+//! int8 model's over a seeded sample of the same embedding inputs, measured in this process
+//! before the service starts (ONNX Runtime, batches of `embedder.batch_size`, inputs sorted
+//! by length). The gate's figures (a golden set of SQuAD questions) are printed too.
+//! Prints a table and writes `target/bench/migrate.json`. Needs `../shared/data`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use casement_inference::{EmbedderConfig, Precision};
+use casement_text::{Format, Revision, TextConfig, build_records, segment};
+use serde_json::{Value, json};
+
+struct Article {
+    doc_id: String,
+    title: String,
+    text: String,
+}
+
+fn articles() -> Vec<Article> {
+    casement_testkit::read_lines(&casement_testkit::data("squad/dev-v1.1.articles.jsonl"))
+        .iter()
+        .map(|line| {
+            let doc: Value = serde_json::from_str(line).unwrap();
+            let title = doc["title"].as_str().unwrap();
+            Article {
+                doc_id: format!("squad:{title}"),
+                title: title.replace('_', " "),
+                text: doc["text"].as_str().unwrap().to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// (question, doc_id, answer) of the SQuAD dev set, every `step`-th.
+fn questions(step: usize) -> Vec<(String, String, String)> {
+    let raw = std::fs::read_to_string(casement_testkit::data("squad/dev-v1.1.json")).unwrap();
+    let squad: Value = serde_json::from_str(&raw).unwrap();
+    let mut out = Vec::new();
+    for article in squad["data"].as_array().unwrap() {
+        let doc_id = format!("squad:{}", article["title"].as_str().unwrap());
+        for paragraph in article["paragraphs"].as_array().unwrap() {
+            for qa in paragraph["qas"].as_array().unwrap() {
+                let answer = qa["answers"][0]["text"].as_str().unwrap_or_default();
+                out.push((
+                    qa["question"].as_str().unwrap().to_owned(),
+                    doc_id.clone(),
+                    answer.to_owned(),
+                ));
+            }
+        }
+    }
+    out.into_iter().step_by(step.max(1)).collect()
+}
+
+/// The distinct embedding inputs of the articles (what a migration embeds).
+fn embedding_inputs(articles: &[Article]) -> Vec<String> {
+    let text = TextConfig::default();
+    let mut seen = BTreeSet::new();
+    let mut inputs = Vec::new();
+    for article in articles {
+        let revision = Revision {
+            doc_id: article.doc_id.clone(),
+            revision: 1,
+            title: Some(article.title.clone()),
+            url: None,
+            tenant: None,
+            format: Format::Text,
+            content: article.text.clone(),
+            metadata: serde_json::Map::new(),
+        };
+        let segmented = segment(&revision, &text).unwrap();
+        for record in build_records(&segmented, &text) {
+            let input = record.embedding_input();
+            if seen.insert(input.clone()) {
+                inputs.push(input);
+            }
+        }
+    }
+    inputs
+}
+
+/// Sentences/s of the model alone over a seeded sample of `inputs`, sorted by length.
+fn raw_rate(config: &EmbedderConfig, inputs: &[String], sample: usize) -> f64 {
+    let model = casement_inference::load_embedder(config).expect("the int8 model (make models)");
+    let mut picked: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in (1..picked.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        picked.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    picked.truncate(sample);
+    picked.sort_by_key(|s| s.len());
+    model
+        .embed(&picked[..picked.len().min(config.batch_size)])
+        .unwrap();
+    let started = Instant::now();
+    for chunk in picked.chunks(config.batch_size) {
+        model.embed(chunk).unwrap();
+    }
+    picked.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+struct Latencies {
+    ms: Vec<f64>,
+    failures: usize,
+}
+
+impl Latencies {
+    fn summary(&mut self) -> (f64, f64, usize) {
+        self.ms.sort_by(f64::total_cmp);
+        (
+            percentile(&self.ms, 0.5),
+            percentile(&self.ms, 0.95),
+            self.ms.len(),
+        )
+    }
+}
+
+async fn search(http: &reqwest::Client, base: &str, query: &str) -> (f64, bool) {
+    let started = Instant::now();
+    let answer = http
+        .post(format!("{base}/v1/search"))
+        .json(&json!({"query": query, "top_k": 5}))
+        .send()
+        .await;
+    let ok = match answer {
+        Ok(response) if response.status().is_success() => response
+            .json::<Value>()
+            .await
+            .is_ok_and(|body| body["windows"].as_array().is_some_and(|w| !w.is_empty())),
+        _ => false,
+    };
+    (started.elapsed().as_secs_f64() * 1000.0, ok)
+}
+
+fn start(bin: &Path, data: &Path, port: u16, golden: &Path, log: &Path) -> Child {
+    let watch = data.with_file_name("watch");
+    std::fs::create_dir_all(&watch).unwrap();
+    Command::new(bin)
+        .env_remove("CASEMENT_CONFIG")
+        .env("CASEMENT__EVAL__GOLDEN", golden)
+        .env("CASEMENT__EVAL__INTERVAL_SECS", "86400")
+        .env("CASEMENT__LOG__FILTER", "warn,casement=info")
+        .args(["--data-dir", data.to_str().unwrap(), "run", "--watch"])
+        .arg(&watch)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn main() {
+    let work = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_casement"));
+    let gap = Duration::from_millis(
+        std::env::var("MIGRATE_SEARCH_GAP_MS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(100),
+    );
+    let articles = articles();
+    let log = work.path().join("squad.jsonl");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&log).unwrap());
+    for a in &articles {
+        let line = json!({"doc_id": a.doc_id, "revision": 1, "title": a.title, "format": "text",
+                          "content": a.text, "change": "create"});
+        writeln!(out, "{line}").unwrap();
+    }
+    out.flush().unwrap();
+    let questions = questions(20);
+    let golden = work.path().join("golden.jsonl");
+    let mut out = std::fs::File::create(&golden).unwrap();
+    for (query, doc_id, answer) in questions.iter().take(100) {
+        writeln!(
+            out,
+            "{}",
+            json!({"query": query, "doc_id": doc_id, "text": answer})
+        )
+        .unwrap();
+    }
+
+    let inputs = embedding_inputs(&articles);
+    let int8 = EmbedderConfig {
+        precision: Precision::Int8,
+        ..EmbedderConfig::default()
+    };
+    let raw = raw_rate(&int8, &inputs, 2_000);
+    eprintln!(
+        "raw int8 model: {raw:.1} sentences/s over a sample of {} inputs",
+        inputs.len().min(2_000)
+    );
+
+    let data = work.path().join("data");
+    let backfill = Command::new(bin)
+        .env_remove("CASEMENT_CONFIG")
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "backfill",
+            log.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        backfill.status.success(),
+        "{}",
+        String::from_utf8_lossy(&backfill.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&backfill.stdout).trim());
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let service_log = work.path().join("service.log");
+    let mut child = start(bin, &data, port, &golden, &service_log);
+    let base = format!("http://127.0.0.1:{port}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let report = runtime.block_on(async {
+        let http = reqwest::Client::new();
+        let ready = Instant::now();
+        while http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .map_or(true, |r| !r.status().is_success())
+        {
+            assert!(
+                ready.elapsed() < Duration::from_secs(120),
+                "the service did not start"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut queries = questions.iter().map(|q| q.0.as_str()).cycle();
+        let mut before = Latencies {
+            ms: Vec::new(),
+            failures: 0,
+        };
+        for _ in 0..150 {
+            let (ms, ok) = search(&http, &base, queries.next().unwrap()).await;
+            before.ms.push(ms);
+            before.failures += usize::from(!ok);
+            tokio::time::sleep(gap).await;
+        }
+        let started = Instant::now();
+        let answer = http
+            .post(format!("{base}/v1/admin/migrations"))
+            .json(&json!({"set": ["embedder.precision=int8"], "force": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.status().as_u16(),
+            202,
+            "{}",
+            answer.text().await.unwrap()
+        );
+        let mut during = Latencies {
+            ms: Vec::new(),
+            failures: 0,
+        };
+        let status = loop {
+            let (ms, ok) = search(&http, &base, queries.next().unwrap()).await;
+            during.ms.push(ms);
+            during.failures += usize::from(!ok);
+            let status: Value = http
+                .get(format!("{base}/v1/admin/migrations"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let phase = status["phase"].as_str().unwrap_or_default().to_owned();
+            if !["building", "gating", "swapping"].contains(&phase.as_str()) {
+                break status;
+            }
+            tokio::time::sleep(gap).await;
+        };
+        (before, during, status, started.elapsed().as_secs_f64())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let (mut before, mut during, status, seconds) = report;
+    assert_eq!(
+        status["phase"],
+        "swapped",
+        "{status}\n{}",
+        std::fs::read_to_string(&service_log).unwrap_or_default()
+    );
+    let rate = status["sentences_per_second"].as_f64().unwrap();
+    let embedded: u64 = status["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["embedded"].as_u64().unwrap())
+        .sum();
+    let (p50_before, p95_before, n_before) = before.summary();
+    let (p50_during, p95_during, n_during) = during.summary();
+    let gate = &status["gate"];
+    println!(
+        "\n## bench-migrate: {} SQuAD articles, fp32 -> int8, online\n",
+        articles.len()
+    );
+    println!("| figure | value |");
+    println!("|---|---|");
+    println!("| sentences embedded by the migration | {embedded} |");
+    println!("| migration sentences/s (copy and index build) | {rate:.1} |");
+    println!("| raw int8 model sentences/s, same run | {raw:.1} |");
+    println!("| **ratio** | **{:.2}** |", rate / raw);
+    println!("| migration wall time, request to swap (gate included) | {seconds:.1} s |");
+    println!(
+        "| search p50 / p95 before ({n_before} searches) | {p50_before:.1} / {p95_before:.1} ms |"
+    );
+    println!(
+        "| search p50 / p95 during ({n_during} searches) | {p50_during:.1} / {p95_during:.1} ms |"
+    );
+    println!("| p95 during / before | {:.2} |", p95_during / p95_before);
+    println!(
+        "| searches failed or empty, before / during | {} / {} |",
+        before.failures, during.failures
+    );
+    println!(
+        "| gate recall@5 serving / new | {} / {} |",
+        gate["serving"]["recall"], gate["new"]["recall"]
+    );
+    println!(
+        "| gate MRR@5 serving / new | {} / {} |",
+        gate["serving"]["mrr"], gate["new"]["mrr"]
+    );
+    let path = casement_testkit::write_bench_json(
+        "migrate",
+        &json!({
+            "articles": articles.len(),
+            "sentences_embedded": embedded,
+            "migration_sentences_per_s": rate,
+            "raw_sentences_per_s": raw,
+            "ratio": rate / raw,
+            "seconds_to_swap": seconds,
+            "search_before_ms": {"p50": p50_before, "p95": p95_before, "n": n_before, "failures": before.failures},
+            "search_during_ms": {"p50": p50_during, "p95": p95_during, "n": n_during, "failures": during.failures},
+            "gate": gate,
+        }),
+    );
+    eprintln!("wrote {}", path.display());
+}
