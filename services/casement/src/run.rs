@@ -91,6 +91,7 @@ pub async fn run(
             engine.processor.clone(),
             query_app.clone(),
             engine.pipeline_metrics.clone(),
+            &engine.registry,
         ),
     ));
     if config.sources.webhook.enabled {

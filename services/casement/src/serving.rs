@@ -59,7 +59,7 @@ impl Default for Serving {
 }
 
 /// Index directory names: `index` or `index.<n>`, nothing that leaves the data directory.
-fn valid_name(name: &str) -> bool {
+pub fn valid_name(name: &str) -> bool {
     name == FIRST
         || name
             .strip_prefix("index.")

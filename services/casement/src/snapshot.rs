@@ -88,12 +88,26 @@ pub fn snapshot(config: &CasementConfig, out: &Path) -> anyhow::Result<Manifest>
     let out_abs = absolute(out)?;
     let index_abs = absolute(&index)?;
     let partial_abs = absolute(&partial)?;
+    let data_abs = absolute(&config.data_dir)?;
+    // After a migration the data directory holds other indexes (kept for a rollback, or
+    // one being built) and the pointer to the served one: the snapshot holds the served
+    // index alone, as `index/`, and no pointer.
+    let managed = config.store.edge.path.as_os_str().is_empty();
+    let other_index = |path: &Path| {
+        managed
+            && path.parent() == Some(data_abs.as_path())
+            && path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| crate::serving::valid_name(n) || n == crate::serving::FILE)
+    };
     // Under the index's lock (no service has the directory open): the data directory's
     // own files first (see the module docs), then the index.
     let store = casement_store::EdgeStore::lock_closed(&index)?;
     casement_store::copy_tree(&config.data_dir, &partial, &|path: &Path| {
         let path = absolute(path).unwrap_or_else(|_| path.to_owned());
         path == index_abs
+            || other_index(&path)
             || path == out_abs
             || path == partial_abs
             || path.file_name().is_some_and(|n| n == LOCK_FILE)
@@ -130,7 +144,15 @@ pub fn snapshot(config: &CasementConfig, out: &Path) -> anyhow::Result<Manifest>
 /// Replaces the data directory's contents with the snapshot at `from`. Without `force`, a
 /// data directory that holds anything is refused.
 pub fn restore(config: &CasementConfig, from: &Path, force: bool) -> anyhow::Result<Manifest> {
-    let index = edge_path(config)?;
+    // The served index (what a running service would hold locked), and where the snapshot's
+    // goes: `<data_dir>/index` unless `store.edge.path` is set (the pointer of a migration
+    // goes with the rest of the directory).
+    let serving = edge_path(config)?;
+    let index = if config.store.edge.path.as_os_str().is_empty() {
+        config.data_dir.join(crate::serving::FIRST)
+    } else {
+        serving.clone()
+    };
     let manifest = verify(from)?;
     let data_dir = &config.data_dir;
     std::fs::create_dir_all(data_dir)
@@ -139,7 +161,8 @@ pub fn restore(config: &CasementConfig, from: &Path, force: bool) -> anyhow::Res
     let occupied = std::fs::read_dir(data_dir)?
         .flatten()
         .any(|e| e.file_name() != RESTORING)
-        || index_holds_data(&index);
+        || index_holds_data(&index)
+        || index_holds_data(&serving);
     if occupied && !force && !interrupted {
         bail!(
             "{} is not empty: restoring replaces everything in it (the index, the source \
@@ -147,7 +170,7 @@ pub fn restore(config: &CasementConfig, from: &Path, force: bool) -> anyhow::Res
             data_dir.display()
         );
     }
-    let _lock = lock_index(&index)?;
+    let _lock = lock_index(&serving)?;
     write_synced(
         &data_dir.join(RESTORING),
         absolute(from)?.display().to_string().as_bytes(),

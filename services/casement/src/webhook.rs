@@ -68,8 +68,28 @@ pub fn openapi(config: &casement_query::QueryConfig, webhook: bool) -> String {
             schemas.insert("NativeEvent".into(), native_event_component());
         }
     }
+    // The operator's migration routes (`crate::migrate::online`), served always.
+    if let Ok(admin) = serde_json::from_str::<Value>(OPENAPI_MIGRATIONS) {
+        if let (Some(tags), Some(extra)) = (doc["tags"].as_array_mut(), admin["tags"].as_array()) {
+            tags.extend(extra.iter().cloned());
+        }
+        if let (Some(paths), Some(extra)) =
+            (doc["paths"].as_object_mut(), admin["paths"].as_object())
+        {
+            paths.extend(extra.clone());
+        }
+        if let (Some(schemas), Some(extra)) = (
+            doc["components"]["schemas"].as_object_mut(),
+            admin["schemas"].as_object(),
+        ) {
+            schemas.extend(extra.clone());
+        }
+    }
     serde_json::to_string_pretty(&doc).unwrap_or(query)
 }
+
+/// The OpenAPI paths and schemas of `/v1/admin/migrations`.
+const OPENAPI_MIGRATIONS: &str = include_str!("../openapi-migrations.json");
 
 /// The native event's JSON Schema in OpenAPI 3.0's dialect: the same properties, types,
 /// enums and limits, without the 2020-12 keywords 3.0 lacks (`$schema`, `$id`, and the

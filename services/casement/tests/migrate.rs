@@ -211,6 +211,20 @@ async fn a_killed_migration_resumes_is_gated_swapped_and_rolled_back() {
         let fresh = backfill(&dir.path().join("fresh-int8"), &log, &INT8_ENV);
         let migrated = open(data.join("index.2"));
         assert_same_index(&migrated, &fresh).await;
+        drop(migrated);
+        // A snapshot holds the served index alone; restored, it is served as `index`.
+        let snapshot = dir.path().join("snapshot");
+        let taken = casement(&data, &["snapshot", snapshot.to_str().unwrap()], &INT8_ENV);
+        assert!(taken.status.success(), "{}", text(&taken));
+        assert!(!snapshot.join("index.2").exists() && !snapshot.join("serving.json").exists());
+        let restored = dir.path().join("restored");
+        let back = casement(
+            &restored,
+            &["restore", snapshot.to_str().unwrap()],
+            &INT8_ENV,
+        );
+        assert!(back.status.success(), "{}", text(&back));
+        assert_same_index(&open(restored.join("index")), &fresh).await;
     }
 
     // A worse configuration (every input cut to 8 tokens) is refused: nothing is swapped.
@@ -378,6 +392,33 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
     )
     .await;
     searching.abort();
+    let (_, metrics) = client.get("/metrics").await;
+    for series in [
+        "casement_migrations_total{outcome=\"swapped\"} 1",
+        "casement_migrations_total{outcome=\"rolled_back\"} 1",
+        "casement_migrations_total{outcome=\"failed\"} 0",
+        "casement_migration_in_progress 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} in:\n{metrics}"
+        );
+    }
+    assert!(
+        client
+            .metric("casement_migration_sentences_embedded_total")
+            .await
+            > 0.0
+    );
+    casement_testkit::metrics_doc::assert_served_as_documented(
+        &metrics,
+        &["casement_migration"],
+        &[],
+    );
+    let (_, openapi) = client.get("/openapi.json").await;
+    let openapi: Value = serde_json::from_str(&openapi).unwrap();
+    assert!(openapi["paths"]["/v1/admin/migrations"]["post"].is_object());
+    assert!(openapi["components"]["schemas"]["MigrationStatus"].is_object());
     let (searches, failures) = (
         searches.load(Ordering::Relaxed),
         failures.load(Ordering::Relaxed),

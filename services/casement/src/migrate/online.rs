@@ -93,6 +93,72 @@ pub struct RollbackRequest {
     pub keep_hours: u64,
 }
 
+/// `casement_migration*` (docs/metrics.md), on the all-in-one's registry.
+#[derive(Debug, Clone)]
+pub struct MigrationMetrics {
+    runs: prometheus::IntCounterVec,
+    documents: prometheus::IntCounter,
+    sentences: prometheus::IntCounter,
+    in_progress: prometheus::IntGauge,
+    pause: prometheus::Gauge,
+}
+
+/// Outcomes of `casement_migrations_total`.
+const OUTCOMES: [&str; 4] = ["swapped", "refused", "rolled_back", "failed"];
+
+impl MigrationMetrics {
+    #[allow(clippy::expect_used)] // Names are constants: a failure here is a programming error.
+    pub fn new(registry: &prometheus::Registry) -> Self {
+        let runs = prometheus::IntCounterVec::new(
+            prometheus::Opts::new(
+                "casement_migrations_total",
+                "Migrations and rollbacks of the served index, by outcome.",
+            ),
+            &["outcome"],
+        )
+        .expect("metric");
+        for outcome in OUTCOMES {
+            runs.with_label_values(&[outcome]);
+        }
+        let documents = prometheus::IntCounter::new(
+            "casement_migration_documents_copied_total",
+            "Documents copied into a new index by migrations and rollbacks.",
+        )
+        .expect("metric");
+        let sentences = prometheus::IntCounter::new(
+            "casement_migration_sentences_embedded_total",
+            "Sentences embedded with the new model by migrations and rollbacks.",
+        )
+        .expect("metric");
+        let in_progress = prometheus::IntGauge::new(
+            "casement_migration_in_progress",
+            "1 while a migration or rollback runs.",
+        )
+        .expect("metric");
+        let pause = prometheus::Gauge::new(
+            "casement_migration_last_pause_seconds",
+            "How long the last swap held the pipeline (searches never wait).",
+        )
+        .expect("metric");
+        for metric in [
+            Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(documents.clone()),
+            Box::new(sentences.clone()),
+            Box::new(in_progress.clone()),
+            Box::new(pause.clone()),
+        ] {
+            registry.register(metric).expect("unique metric names");
+        }
+        Self {
+            runs,
+            documents,
+            sentences,
+            in_progress,
+            pause,
+        }
+    }
+}
+
 /// Copy passes before the swap: they stop once a pass copies at most this many documents
 /// (the rest is copied with the pipeline paused).
 const SMALL_ENOUGH: usize = 8;
@@ -110,6 +176,7 @@ pub struct Online {
     status: std::sync::Mutex<Status>,
     /// Held by the migration or rollback under way: one at a time.
     busy: Arc<tokio::sync::Mutex<()>>,
+    metrics: MigrationMetrics,
 }
 
 impl std::fmt::Debug for Online {
@@ -129,6 +196,7 @@ impl Online {
         slot: Arc<ProcessorSlot<AnyStore>>,
         app: Arc<App<AnyStore>>,
         pipeline_metrics: Metrics,
+        registry: &prometheus::Registry,
     ) -> Arc<Self> {
         let serving = Serving::load(&config.data_dir)
             .map(|s| s.index)
@@ -146,6 +214,7 @@ impl Online {
                 ..Status::default()
             }),
             busy: Arc::new(tokio::sync::Mutex::new(())),
+            metrics: MigrationMetrics::new(registry),
         })
     }
 
@@ -200,6 +269,7 @@ impl Online {
                 ..Status::default()
             };
         });
+        self.metrics.in_progress.set(1);
         let online = self.clone();
         tokio::spawn(async move {
             let result = online.migrate(request, target).await;
@@ -235,6 +305,7 @@ impl Online {
                 ..Status::default()
             };
         });
+        self.metrics.in_progress.set(1);
         let online = self.clone();
         tokio::spawn(async move {
             let result = online
@@ -252,6 +323,14 @@ impl Online {
     }
 
     fn finish(&self, result: anyhow::Result<Phase>) {
+        self.metrics.in_progress.set(0);
+        let outcome = match &result {
+            Ok(Phase::Swapped) => "swapped",
+            Ok(Phase::Refused) => "refused",
+            Ok(Phase::RolledBack) => "rolled_back",
+            _ => "failed",
+        };
+        self.metrics.runs.with_label_values(&[outcome]).inc();
         match result {
             Ok(phase) => self.update(|s| {
                 s.phase = phase;
@@ -336,6 +415,9 @@ impl Online {
         let passes = passes?;
         target.store.optimize().await?;
         let embedded: usize = passes.iter().map(|p| p.embedded).sum();
+        let copied: usize = passes.iter().map(|p| p.copied).sum();
+        self.metrics.documents.inc_by(copied as u64);
+        self.metrics.sentences.inc_by(embedded as u64);
         let rate = embedded as f64 / started.elapsed().as_secs_f64().max(1e-9);
         self.update(|s| {
             s.passes = passes;
@@ -373,6 +455,9 @@ impl Online {
         }
         drop(paused);
         let paused_ms = paused_at.elapsed().as_millis() as u64;
+        self.metrics.pause.set(paused_at.elapsed().as_secs_f64());
+        self.metrics.documents.inc_by(last.copied as u64);
+        self.metrics.sentences.inc_by(last.embedded as u64);
         self.update(|s| {
             s.serving = new.name.clone();
             s.passes.push(last);
