@@ -3,7 +3,8 @@
 //! on the batch) from its stored records. Offline: a migration killed (SIGKILL) halfway
 //! resumes, ends equal to a fresh backfill under the new configuration, is swapped in; a
 //! worse configuration (every embedding input cut to 8 tokens) is refused by the golden-set gate; a
-//! rollback serves the old index again. Online, in `casement run`: the same while webhook
+//! rollback serves the old index again; another window radius with the same model embeds
+//! nothing and equals a fresh backfill with that radius. Online, in `casement run`: the same while webhook
 //! edits arrive and searches run, none failing or empty; the new index then equals a fresh
 //! backfill of every revision under the new configuration, and after a rollback (with more
 //! edits) the old index equals one under the old. Real model, real Qdrant Edge.
@@ -241,8 +242,26 @@ async fn a_killed_migration_resumes_is_gated_swapped_and_rolled_back() {
     assert_eq!(back.status.code(), Some(0), "{}", text(&back));
     assert_eq!(serving(&data)["index"], "index");
     assert_eq!(serving(&data)["previous"]["index"], "index.2");
-    let old = open(data.join("index"));
-    assert_equals_rebuild(&old, &read_log(&log), 1).await;
+    {
+        let old = open(data.join("index"));
+        assert_equals_rebuild(&old, &read_log(&log), 1).await;
+    }
+
+    // Another window radius with the same model embeds nothing: every vector is kept.
+    let radius = casement(&data, &["migrate", "--set", "text.window_radius=2"], &[]);
+    let said = text(&radius);
+    assert_eq!(radius.status.code(), Some(0), "{said}");
+    assert!(said.contains(", 0 sentences embedded in"), "{said}");
+    let name = serving(&data)["index"].as_str().unwrap().to_owned();
+    let fresh = backfill(
+        &dir.path().join("fresh-radius-2"),
+        &log,
+        &[
+            ("CASEMENT__TEXT__WINDOW_RADIUS", "2"),
+            ("CASEMENT__SEARCH__INDEXED_WINDOW_RADIUS", "2"),
+        ],
+    );
+    assert_same_index(&open(data.join(name)), &fresh).await;
 }
 
 /// A new revision of `doc_id` with `n` in its text, as a webhook event and as a line of a

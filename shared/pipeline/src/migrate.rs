@@ -82,6 +82,10 @@ pub struct Migration<S, T> {
     pub sync_every: usize,
     /// Ends a pass (synced) once this many documents are copied: a test's kill point.
     pub stop_after: Option<usize>,
+    /// Both indexes were embedded by the same model (their settings' probes agree): a
+    /// sentence whose embedding input is unchanged keeps its vector (a new window radius
+    /// embeds nothing).
+    pub reuse_vectors: bool,
 }
 
 type Key = (Option<String>, String);
@@ -145,7 +149,8 @@ where
             while tasks.len() < self.concurrency.max(1) && !stopping(&tasks) {
                 let Some(doc) = queue.next() else { break };
                 let (source, target) = (self.source.clone(), self.target.clone());
-                tasks.spawn(async move { copy(&source, &target, doc).await });
+                let reuse = self.reuse_vectors;
+                tasks.spawn(async move { copy(&source, &target, doc, reuse).await });
             }
             let Some(done) = tasks.join_next().await else {
                 break;
@@ -192,6 +197,7 @@ async fn copy<S: Store, T: Store>(
     source: &S,
     target: &Processor<T>,
     doc: IndexedDocument,
+    reuse: bool,
 ) -> Result<Copied, MigrateError> {
     let doc_ref = DocRef::new(doc.tenant.as_deref(), &doc.doc_id);
     let state = source
@@ -209,7 +215,18 @@ async fn copy<S: Store, T: Store>(
             .await
             .map_err(MigrateError::Source)?
     };
-    match target.copy_stored(&state, &records).await {
+    let vectors = if reuse && !records.is_empty() {
+        let ids: Vec<_> = records.iter().map(|r| r.id).collect();
+        Some(
+            source
+                .dense_vectors(&ids)
+                .await
+                .map_err(MigrateError::Source)?,
+        )
+    } else {
+        None
+    };
+    match target.copy_stored(&state, &records, vectors.as_ref()).await {
         Ok(embedded) => Ok(Copied::Done(embedded)),
         // Half-written in the serving index (an event in flight): the next pass.
         Err(ProcessError::Stored(error @ casement_text::StoredError::Incomplete { .. })) => {

@@ -173,11 +173,15 @@ impl<S: Store> Processor<S> {
     /// ([`casement_text::segmented_from_records`]). Enrich, plan, embed and write as for an
     /// event, against what this index already holds of the document (a copy cut off is
     /// finished, a finished one plans nothing); the document state is `state`, so the
-    /// copy is fenced and counted as the original. Returns the sentences embedded.
+    /// copy is fenced and counted as the original. `reuse`: the other index's vectors, when
+    /// it was embedded by this processor's model; a sentence whose embedding input is
+    /// unchanged (same `embed_hash`) takes its vector from there instead of the model.
+    /// Returns the sentences embedded.
     pub async fn copy_stored(
         &self,
         state: &DocumentState,
         records: &[SentenceRecord],
+        reuse: Option<&std::collections::HashMap<uuid::Uuid, Vec<f32>>>,
     ) -> Result<usize, ProcessError> {
         let doc = state.doc_ref();
         let current = read::run(&self.store, doc).await?;
@@ -193,9 +197,36 @@ impl<S: Store> Processor<S> {
             plan
         };
         plan.document = state.clone();
+        let stored: std::collections::HashMap<uuid::Uuid, &SentenceRecord> =
+            records.iter().map(|r| (r.id, r)).collect();
+        let mut vectors: Vec<Option<Vec<f32>>> = plan
+            .embed
+            .iter()
+            .map(|record| {
+                let vectors = reuse?;
+                let same_input = stored.get(&record.id)?.embed_hash == record.embed_hash;
+                same_input
+                    .then(|| vectors.get(&record.id).cloned())
+                    .flatten()
+            })
+            .collect();
+        let missing: Vec<SentenceRecord> = plan
+            .embed
+            .iter()
+            .zip(&vectors)
+            .filter(|(_, vector)| vector.is_none())
+            .map(|(record, _)| record.clone())
+            .collect();
         let _on_the_way = self.embedder.on_the_way();
-        let embedded = self.embedder.embed(&plan.embed, true).await?;
-        write::run(&self.store, &plan, &embedded.vectors).await?;
+        let embedded = self.embedder.embed(&missing, true).await?;
+        let mut fresh = embedded.vectors.into_iter();
+        for vector in &mut vectors {
+            if vector.is_none() {
+                *vector = fresh.next();
+            }
+        }
+        let vectors: Vec<Vec<f32>> = vectors.into_iter().map(Option::unwrap_or_default).collect();
+        write::run(&self.store, &plan, &vectors).await?;
         Ok(embedded.from_model)
     }
 

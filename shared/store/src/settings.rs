@@ -36,7 +36,7 @@ pub const SAME_MODEL_COSINE: f32 = 0.9999;
 impl IndexSettings {
     /// The same model: by probe vector when both have one, else by name; and the same
     /// dimension. The cosine of the probes, when compared.
-    fn same_model(&self, other: &Self) -> (bool, Option<f32>) {
+    pub fn same_model(&self, other: &Self) -> (bool, Option<f32>) {
         if self.dimension != other.dimension {
             return (false, None);
         }

@@ -99,6 +99,14 @@ pub async fn check_source(source: &AnyStore, target: &CasementConfig) -> anyhow:
     Ok(())
 }
 
+/// Whether both indexes record the same model (their probes' vectors agree).
+async fn same_model(source: &AnyStore, target: &AnyStore) -> anyhow::Result<bool> {
+    Ok(match (source.settings().await?, target.settings().await?) {
+        (Some(a), Some(b)) => a.same_model(&b).0,
+        _ => false,
+    })
+}
+
 /// The copy from `source` into `target`, pass after pass, until a pass finds nothing to
 /// copy, or (with `until_small`) copies at most that many documents: a running service's
 /// index keeps changing, and its last pass runs with the pipeline paused.
@@ -120,6 +128,7 @@ pub async fn copy(
         concurrency: 4 * target.config.pipeline.embed_concurrency.max(1),
         sync_every: 64,
         stop_after: stall_after,
+        reuse_vectors: same_model(source, &target.store).await?,
     };
     let mut passes = Vec::new();
     for round in 1..=max_passes.max(1) {
@@ -176,6 +185,7 @@ pub async fn final_pass(source: &AnyStore, target: &Opened) -> anyhow::Result<Pa
         concurrency: 4 * target.config.pipeline.embed_concurrency.max(1),
         sync_every: usize::MAX,
         stop_after: None,
+        reuse_vectors: same_model(source, &target.store).await?,
     };
     let pass = migration.pass(&()).await?;
     let again = migration.pass(&()).await?;
