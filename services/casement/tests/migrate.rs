@@ -3,7 +3,7 @@
 //! on the batch) from its stored records. Offline: a migration killed (SIGKILL) halfway
 //! resumes, ends equal to a fresh backfill under the new configuration, is swapped in; a
 //! worse configuration (every embedding input cut to 8 tokens) is refused by the golden-set gate; a
-//! rollback serves the old index again; another window radius with the same model embeds
+//! rollback serves the old index again, with what was indexed after the swap; another window radius with the same model embeds
 //! nothing and equals a fresh backfill with that radius. Online, in `casement run`: the same while webhook
 //! edits arrive and searches run, none failing or empty; the new index then equals a fresh
 //! backfill of every revision under the new configuration, and after a rollback (with more
@@ -237,14 +237,23 @@ async fn a_killed_migration_resumes_is_gated_swapped_and_rolled_back() {
     assert!(said.contains("worse than the margin allows"), "{said}");
     assert_eq!(serving(&data)["index"], "index.2");
 
-    // The rollback serves the old index again, equal to a rebuild under the old one.
+    // An edit indexed after the swap (into the new index)...
+    let extra = log_with(dir.path(), "extra.jsonl", &[edit(1).1]);
+    let added = casement(&data, &["backfill", extra.to_str().unwrap()], &INT8_ENV);
+    assert!(added.status.success(), "{}", text(&added));
+    // ...is in the old index once the rollback serves it again, equal to a rebuild.
     let back = casement(&data, &["migrate", "--rollback"], &INT8_ENV);
     assert_eq!(back.status.code(), Some(0), "{}", text(&back));
+    assert!(
+        text(&back).contains("(1 documents brought up to date)"),
+        "{}",
+        text(&back)
+    );
     assert_eq!(serving(&data)["index"], "index");
     assert_eq!(serving(&data)["previous"]["index"], "index.2");
     {
         let old = open(data.join("index"));
-        assert_equals_rebuild(&old, &read_log(&log), 1).await;
+        assert_equals_rebuild(&old, &read_log(&extra), 1).await;
     }
 
     // Another window radius with the same model embeds nothing: every vector is kept.
@@ -255,7 +264,7 @@ async fn a_killed_migration_resumes_is_gated_swapped_and_rolled_back() {
     let name = serving(&data)["index"].as_str().unwrap().to_owned();
     let fresh = backfill(
         &dir.path().join("fresh-radius-2"),
-        &log,
+        &extra,
         &[
             ("CASEMENT__TEXT__WINDOW_RADIUS", "2"),
             ("CASEMENT__SEARCH__INDEXED_WINDOW_RADIUS", "2"),
@@ -264,33 +273,105 @@ async fn a_killed_migration_resumes_is_gated_swapped_and_rolled_back() {
     assert_same_index(&open(data.join(name)), &fresh).await;
 }
 
-/// A new revision of `doc_id` with `n` in its text, as a webhook event and as a line of a
-/// revision log.
-fn edit(doc_id: &str, revision: u64, n: usize) -> (Value, Value) {
+/// Edit `n`: a new page (one per edit, so an edit lost at a swap is a page missing, not
+/// hidden by the next revision), as a webhook event and as a line of a revision log.
+fn edit(n: usize) -> (Value, Value) {
+    let doc_id = format!("kb:migration-note-{n:03}");
     let content = format!(
-        "# Migration notes\n\nThis page was edited during a migration, edit number {n}. \
-         Searches keep working while the index is rebuilt. Each edit adds a sentence.\n\n\
-         ## Details\n\n{}",
-        (0..=n)
+        "# Migration note {n}\n\nThis page was written during a migration, note number {n}. \
+         Searches keep working while the index is rebuilt.\n\n## Details\n\n{}",
+        (0..=n % 5)
             .map(|i| format!("Detail {i} explains step {i} of the procedure."))
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let event = json!({"type": "upsert", "doc_id": doc_id, "revision": revision,
-                       "title": "Migration notes", "format": "markdown", "content": content});
-    let change = if revision == 1 { "create" } else { "update" };
-    let line = json!({"doc_id": doc_id, "revision": revision, "title": "Migration notes",
-                      "format": "markdown", "content": content, "change": change});
+    let event = json!({"type": "upsert", "doc_id": doc_id, "revision": 1,
+                       "title": format!("Migration note {n}"), "format": "markdown", "content": content});
+    let line = json!({"doc_id": doc_id, "revision": 1, "title": format!("Migration note {n}"),
+                      "format": "markdown", "content": content, "change": "create"});
     (event, line)
 }
 
-/// Posts the next edit of the page, keeping its log line.
-async fn send_edit(client: &support::Client, revision: &mut u64, lines: &mut Vec<Value>) {
-    *revision += 1;
-    let (event, line) = edit("kb:migration-notes", *revision, *revision as usize);
+/// Posts the next edit, keeping its log line.
+async fn send_edit(client: &support::Client, lines: &mut Vec<Value>) {
+    let (event, line) = edit(lines.len() + 1);
     let (status, answer) = client.event(&event).await;
     assert!(status == 200 || status == 202, "{status} {answer}");
     lines.push(line);
+}
+
+/// Starts a migration (or a rollback) and sends edits until it ends; its final status.
+async fn while_editing(
+    client: &support::Client,
+    path: &str,
+    body: Value,
+    lines: &mut Vec<Value>,
+) -> Value {
+    let (status, answer) = client
+        .post_raw(path, serde_json::to_vec(&body).unwrap())
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    for _ in 0..600 {
+        send_edit(client, lines).await;
+        let (_, status) = client.get("/v1/admin/migrations").await;
+        let status: Value = serde_json::from_str(&status).unwrap();
+        let phase = status["phase"].as_str().unwrap();
+        if !["building", "gating", "swapping", "rolling_back"].contains(&phase) {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{path} did not end in a minute");
+}
+
+/// The last edit sent is found by a search.
+async fn last_edit_found(client: &support::Client, lines: &[Value]) {
+    let n = lines.len();
+    let doc_id = format!("kb:migration-note-{n:03}");
+    let needle = format!("note number {n}");
+    support::eventually(
+        Duration::from_secs(30),
+        "the last edit is found",
+        || async {
+            support::contains(
+                &client
+                    .search("written during a migration", &[&doc_id])
+                    .await,
+                &needle,
+            )
+        },
+    )
+    .await;
+}
+
+/// The log of the sample and the first `edits` edits.
+fn log_with(dir: &Path, name: &str, lines: &[Value]) -> PathBuf {
+    let path = dir.join(name);
+    let mut text = std::fs::read_to_string(sample_log()).unwrap();
+    for line in lines {
+        text.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The edits an index holds: 1..=m, with none missing.
+async fn edits_held(store: &EdgeStore) -> usize {
+    let held: Vec<usize> = store
+        .documents()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.doc_id.strip_prefix("kb:migration-note-")?.parse().ok())
+        .collect();
+    let mut sorted = held.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (1..=held.len()).collect::<Vec<_>>(),
+        "edits held, in order, none missing"
+    );
+    held.len()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,10 +407,9 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
             }
         })
     };
-
     let mut lines = Vec::new();
-    let mut revision = 0;
 
+    // 1. fp32 -> int8, while edits arrive; a second request meanwhile is refused.
     let (status, answer) = client
         .post_raw(
             "/v1/admin/migrations",
@@ -337,7 +417,6 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
         )
         .await;
     assert_eq!(status, 202, "{answer}");
-    // A second one while the first runs is refused.
     let (status, _) = client
         .post_raw(
             "/v1/admin/migrations",
@@ -345,75 +424,70 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
         )
         .await;
     assert_eq!(status, 409);
-    let mut phase = String::new();
+    let mut status = Value::Null;
     for _ in 0..600 {
-        send_edit(&client, &mut revision, &mut lines).await;
-        let (_, status) = client.get("/v1/admin/migrations").await;
-        let status: Value = serde_json::from_str(&status).unwrap();
-        phase = status["phase"].as_str().unwrap().to_owned();
-        if !["building", "gating", "swapping"].contains(&phase.as_str()) {
-            assert_eq!(phase, "swapped", "{status}");
-            assert_eq!(status["serving"], "index.2", "{status}");
+        send_edit(&client, &mut lines).await;
+        let (_, answer) = client.get("/v1/admin/migrations").await;
+        status = serde_json::from_str(&answer).unwrap();
+        if !["building", "gating", "swapping"].contains(&status["phase"].as_str().unwrap()) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(phase, "swapped");
-    let during = lines.len();
+    assert_eq!(status["phase"], "swapped", "{status}");
+    assert_eq!(status["serving"], "index.2", "{status}");
     for _ in 0..3 {
-        send_edit(&client, &mut revision, &mut lines).await;
+        send_edit(&client, &mut lines).await;
     }
-    // The last edit is searchable on the new index.
-    let last = format!("edit number {revision}");
-    support::eventually(
-        Duration::from_secs(30),
-        "the last edit is found",
-        || async {
-            support::contains(
-                &client
-                    .search("edit during a migration", &["kb:migration-notes"])
-                    .await,
-                &last,
-            )
-        },
-    )
-    .await;
+    last_edit_found(&client, &lines).await;
 
-    // Rollback, with edits arriving meanwhile and after.
-    let (status, answer) = client
-        .post_raw("/v1/admin/migrations/rollback", b"{}".to_vec())
-        .await;
-    assert_eq!(status, 202, "{answer}");
-    for _ in 0..600 {
-        send_edit(&client, &mut revision, &mut lines).await;
-        let (_, status) = client.get("/v1/admin/migrations").await;
-        let status: Value = serde_json::from_str(&status).unwrap();
-        phase = status["phase"].as_str().unwrap().to_owned();
-        if phase != "rolling_back" && phase != "swapping" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(phase, "rolled_back");
-    send_edit(&client, &mut revision, &mut lines).await;
-    let last = format!("edit number {revision}");
-    support::eventually(
-        Duration::from_secs(30),
-        "the last edit is found",
-        || async {
-            support::contains(
-                &client
-                    .search("edit during a migration", &["kb:migration-notes"])
-                    .await,
-                &last,
-            )
-        },
+    // 2. Another radius on top: the int8 model is kept (its vectors too), not reset to the
+    // configuration file's fp32.
+    let status = while_editing(
+        &client,
+        "/v1/admin/migrations",
+        json!({"set": ["text.window_radius=2"]}),
+        &mut lines,
     )
     .await;
+    assert_eq!(status["phase"], "swapped", "{status}");
+    assert_eq!(status["serving"], "index.3", "{status}");
+    let embedded: u64 = status["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["embedded"].as_u64().unwrap())
+        .sum();
+    let copied: u64 = status["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["copied"].as_u64().unwrap())
+        .sum();
+    assert!(
+        embedded < copied * 3,
+        "kept vectors: {embedded} sentences embedded for {copied} documents"
+    );
+    send_edit(&client, &mut lines).await;
+    last_edit_found(&client, &lines).await;
+
+    // 3. Rollback to index.2, brought up to date first, with edits arriving meanwhile.
+    let status = while_editing(
+        &client,
+        "/v1/admin/migrations/rollback",
+        json!({}),
+        &mut lines,
+    )
+    .await;
+    assert_eq!(status["phase"], "rolled_back", "{status}");
+    assert_eq!(status["serving"], "index.2", "{status}");
+    send_edit(&client, &mut lines).await;
+    last_edit_found(&client, &lines).await;
+
     searching.abort();
     let (_, metrics) = client.get("/metrics").await;
     for series in [
-        "casement_migrations_total{outcome=\"swapped\"} 1",
+        "casement_migrations_total{outcome=\"swapped\"} 2",
         "casement_migrations_total{outcome=\"rolled_back\"} 1",
         "casement_migrations_total{outcome=\"failed\"} 0",
         "casement_migration_in_progress 0",
@@ -448,51 +522,32 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
         "{failures} of {searches} searches failed or came back empty"
     );
     casement.stop();
-    eprintln!(
-        "{during} edits during the migration, {} in all; {searches} searches",
-        lines.len()
-    );
+    eprintln!("{} edits; {searches} searches", lines.len());
 
-    // Every revision, as a log: the sample, then the edits.
-    let all = dir.path().join("all.jsonl");
-    let mut text = std::fs::read_to_string(&log).unwrap();
-    for line in &lines {
-        text.push_str(&format!("{line}\n"));
-    }
-    std::fs::write(&all, text).unwrap();
-    let events = read_log(&all);
-    let edited_to = |store_revision: u64| {
-        events
-            .iter()
-            .filter(|e| e.doc_id == "kb:migration-notes" && e.revision <= store_revision)
-            .count()
-    };
-    // The old index, served again, holds every revision (it was brought up to date before
-    // the rollback and took the edits after).
+    // index.2 (int8, radius 3) is served again and holds every edit: a fresh int8 backfill.
     let data = dir.path().join("data");
-    let old = open(data.join("index"));
-    assert_equals_rebuild(&old, &events, 1).await;
-    // The new one holds every revision up to the rollback: a fresh int8 backfill of them.
-    let new = open(data.join("index.2"));
-    let at_swap_back = new
-        .document("kb:migration-notes")
-        .await
-        .unwrap()
-        .expect("the edited page")
-        .revision;
-    assert!(
-        edited_to(at_swap_back) > during,
-        "edits after the swap reached the new index"
-    );
-    let upto = dir.path().join("upto.jsonl");
-    let mut text = std::fs::read_to_string(&log).unwrap();
-    for line in lines
-        .iter()
-        .filter(|l| l["revision"].as_u64().unwrap() <= at_swap_back)
-    {
-        text.push_str(&format!("{line}\n"));
-    }
-    std::fs::write(&upto, text).unwrap();
-    let fresh = backfill(&dir.path().join("fresh-int8"), &upto, &INT8_ENV);
-    assert_same_index(&new, &fresh).await;
+    let served = open(data.join("index.2"));
+    assert_eq!(edits_held(&served).await, lines.len());
+    let all = log_with(dir.path(), "all.jsonl", &lines);
+    assert_same_index(
+        &served,
+        &backfill(&dir.path().join("fresh-int8"), &all, &INT8_ENV),
+    )
+    .await;
+    // index.3 (int8, radius 2) holds the edits up to the rollback's pause, none missing.
+    let replaced = open(data.join("index.3"));
+    let held = edits_held(&replaced).await;
+    assert!(held > 4, "{held} edits");
+    let upto = log_with(dir.path(), "upto.jsonl", &lines[..held]);
+    let radius_2 = [
+        INT8_ENV[0],
+        INT8_ENV[1],
+        ("CASEMENT__TEXT__WINDOW_RADIUS", "2"),
+        ("CASEMENT__SEARCH__INDEXED_WINDOW_RADIUS", "2"),
+    ];
+    assert_same_index(
+        &replaced,
+        &backfill(&dir.path().join("fresh-radius-2"), &upto, &radius_2),
+    )
+    .await;
 }

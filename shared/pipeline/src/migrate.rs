@@ -55,9 +55,11 @@ fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
 }
 
 impl Pass {
-    /// Nothing differed: the new index held every document as the serving one.
+    /// Nothing was copied: the new index holds every document as the serving one, but
+    /// those the serving index holds half-written (deferred: a later event repairs them
+    /// there, and the next pass copies them).
     pub fn converged(&self) -> bool {
-        self.copied == 0 && self.deferred == 0
+        self.copied == 0
     }
 }
 
@@ -230,7 +232,7 @@ async fn copy<S: Store, T: Store>(
         Ok(embedded) => Ok(Copied::Done(embedded)),
         // Half-written in the serving index (an event in flight): the next pass.
         Err(ProcessError::Stored(error @ casement_text::StoredError::Incomplete { .. })) => {
-            tracing::debug!(%error, "deferred");
+            tracing::warn!(%error, "deferred to the next pass");
             Ok(Copied::Deferred)
         }
         Err(source) => Err(MigrateError::Copy {

@@ -18,9 +18,10 @@ use crate::segmenter::{Section, SegmentedRevision};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum StoredError {
-    /// A section's records do not cover its sentences `0..count` (a cut-off write).
+    /// A section's records do not cover its sentences `0..count`, or the document has
+    /// fewer than its state counts (a write cut off, or one in flight).
     #[error(
-        "document `{doc_id}`: section {section} holds {found} of its {count} sentences (a write was cut off; the next event of the document repairs it)"
+        "document `{doc_id}`: section {section} holds {found} of its {count} sentences (a write was cut off or is under way; the next event of the document repairs it)"
     )]
     Incomplete {
         doc_id: String,
@@ -42,6 +43,15 @@ pub fn segmented_from_records(
     records: &[SentenceRecord],
     need_gaps: bool,
 ) -> Result<SegmentedRevision, StoredError> {
+    if records.len() != state.sentence_count {
+        // A whole section's points missing (or extra ones): not the revision the state names.
+        return Err(StoredError::Incomplete {
+            doc_id: state.doc_id.clone(),
+            section: u32::MAX,
+            found: records.len(),
+            count: u32::try_from(state.sentence_count).unwrap_or(u32::MAX),
+        });
+    }
     let mut sections: BTreeMap<u32, Vec<&SentenceRecord>> = BTreeMap::new();
     for record in records {
         sections
@@ -198,12 +208,34 @@ mod tests {
         assert!(matches!(error, StoredError::Gap { .. }), "{error}");
         assert!(segmented_from_records(&state, &records, false).is_ok());
 
-        let (state, mut records, _) = state_and_records(1);
+        let (mut state, mut records, _) = state_and_records(1);
         records.remove(1);
+        let error = segmented_from_records(&state, &records, true).unwrap_err();
+        assert!(
+            matches!(error, StoredError::Incomplete { found, .. } if found == records.len()),
+            "{error}"
+        );
+        state.sentence_count = records.len();
         let error = segmented_from_records(&state, &records, true).unwrap_err();
         assert!(
             matches!(error, StoredError::Incomplete { section: 0, .. }),
             "{error}"
         );
+        // A whole section missing: fewer points than the state counts.
+        let (state, records, _) = state_and_records(1);
+        let last = records.last().unwrap().position.section;
+        let kept: Vec<_> = records
+            .into_iter()
+            .filter(|r| r.position.section != last)
+            .collect();
+        assert!(segmented_from_records(&state, &kept, true).is_err());
+    }
+
+    #[test]
+    fn an_empty_document_rebuilds_empty() {
+        let (mut state, _, config) = state_and_records(1);
+        state.sentence_count = 0;
+        let rebuilt = segmented_from_records(&state, &[], true).unwrap();
+        assert!(rebuilt.sections.is_empty() && build_records(&rebuilt, &config).is_empty());
     }
 }

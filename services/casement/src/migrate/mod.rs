@@ -52,6 +52,8 @@ pub async fn command(
 ) -> anyhow::Result<u8> {
     let data_dir = config.data_dir.clone();
     check_embedded(&config)?;
+    // What brings the serving configuration back (a rollback's): checked before the copy.
+    let restore = reverse(&args.set, &config)?;
     let mut serving = Serving::load(&data_dir)?;
     forget_expired(&mut serving, &data_dir)?;
     let name = begin(&mut serving, &data_dir, &args.set)?;
@@ -103,13 +105,7 @@ pub async fn command(
         );
         return Ok(REFUSED);
     }
-    let old = swap(
-        &mut serving,
-        &data_dir,
-        &name,
-        reverse(&args.set, &config)?,
-        args.keep_hours,
-    )?;
+    let old = swap(&mut serving, &data_dir, &name, restore, args.keep_hours)?;
     println!(
         "swapped: {} now serves {name}; {old} is kept {} h for `casement migrate --rollback`",
         data_dir.display(),
@@ -178,15 +174,18 @@ pub fn swap(
     let old = std::mem::replace(&mut serving.index, name.to_owned());
     let replaced = serving.previous.replace(Previous {
         index: old.clone(),
-        keep_until: now() + keep_hours * 3600,
+        keep_until: now().saturating_add(keep_hours.saturating_mul(3600)),
         restore,
     });
     if serving.migration.as_ref().is_some_and(|m| m.target == name) {
         serving.migration = None;
     }
     serving.save(data_dir)?;
-    if let Some(replaced) = replaced.filter(|r| r.index != name && r.index != old) {
-        remove_index(data_dir, &replaced.index)?;
+    // The pointer is written: the swap happened, whatever becomes of the older index.
+    if let Some(replaced) = replaced.filter(|r| r.index != name && r.index != old)
+        && let Err(error) = remove_index(data_dir, &replaced.index)
+    {
+        tracing::warn!(error = format!("{error:#}"), index = %replaced.index, "the index kept before could not be deleted; delete it by hand");
     }
     Ok(old)
 }
@@ -212,6 +211,7 @@ pub async fn rollback(
     let dir = Serving::dir(&data_dir, &previous.index);
     anyhow::ensure!(dir.exists(), "the previous index {} is gone", dir.display());
     let earlier = source.target(&config, &previous.restore)?;
+    let undo = reverse(&previous.restore, &config)?;
     let model = factory::load_model(&config.embedder).await?;
     let current = AnyStore::open(&config.store(), model.dimension())
         .await
@@ -226,7 +226,6 @@ pub async fn rollback(
     let passes = build::copy(&current, &back, 5, None, &Lines::boxed).await?;
     back.store.optimize().await?;
     drop((back, current));
-    let undo = reverse(&previous.restore, &config)?;
     let replaced = swap(&mut serving, &data_dir, &previous.index, undo, keep_hours)?;
     println!(
         "rolled back: {} now serves {} again ({} documents brought up to date); {replaced} is kept \

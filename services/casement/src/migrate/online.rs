@@ -59,7 +59,7 @@ pub struct Status {
     pub passes: Vec<Pass>,
     /// The pass under way: documents copied of those to copy, sentences embedded.
     pub progress: Option<[usize; 3]>,
-    /// Sentences embedded per second over the copy passes.
+    /// Sentences embedded per second over the copy passes and the index build.
     pub sentences_per_second: Option<f64>,
     pub gate: Option<Gate>,
     pub error: Option<String>,
@@ -163,6 +163,10 @@ impl MigrationMetrics {
 /// (the rest is copied with the pipeline paused).
 const SMALL_ENOUGH: usize = 8;
 const MAX_PASSES: usize = 12;
+/// Longest wait for the events in hand before a swap.
+const PAUSE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// Longest time an index is kept for a rollback (ten years).
+const MAX_KEEP_HOURS: u64 = 24 * 365 * 10;
 
 pub struct Online {
     pub source: ConfigSource,
@@ -173,6 +177,9 @@ pub struct Online {
     pub auth: AuthConfig,
     /// The serving index's configuration and model (after a swap, the new index's).
     serving: std::sync::Mutex<(CasementConfig, Arc<dyn Embed>)>,
+    /// The pairs this process's swaps applied over the configuration it started with (its
+    /// file and environment): a later migration's target is those and its own pairs.
+    applied: std::sync::Mutex<Vec<String>>,
     status: std::sync::Mutex<Status>,
     /// Held by the migration or rollback under way: one at a time.
     busy: Arc<tokio::sync::Mutex<()>>,
@@ -209,6 +216,7 @@ impl Online {
             app,
             pipeline_metrics,
             serving: std::sync::Mutex::new((config, model)),
+            applied: std::sync::Mutex::new(Vec::new()),
             status: std::sync::Mutex::new(Status {
                 serving,
                 ..Status::default()
@@ -226,6 +234,15 @@ impl Online {
         if let Ok(mut status) = self.status.lock() {
             change(&mut status);
         }
+    }
+
+    /// The pairs applied so far, then `more`.
+    fn pairs(&self, more: &[String]) -> Vec<String> {
+        let applied = match self.applied.lock() {
+            Ok(applied) => applied.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        applied.into_iter().chain(more.iter().cloned()).collect()
     }
 
     fn serving(&self) -> (CasementConfig, Arc<dyn Embed>) {
@@ -256,11 +273,14 @@ impl Online {
             .try_lock_owned()
             .map_err(|_| ApiError::Conflict("a migration or rollback is under way".into()))?;
         let (running, _) = self.serving();
-        super::check_embedded(&running).map_err(|e| ApiError::Invalid(format!("{e:#}")))?;
+        let invalid = |e: anyhow::Error| ApiError::Invalid(format!("{e:#}"));
+        super::check_embedded(&running).map_err(invalid)?;
         let target = self
             .source
-            .target(&running, &request.set)
-            .map_err(|e| ApiError::Invalid(format!("{e:#}")))?;
+            .target(&running, &self.pairs(&request.set))
+            .map_err(invalid)?;
+        // What brings the serving configuration back: checked now, not after the copy.
+        let restore = reverse(&request.set, &running).map_err(invalid)?;
         self.update(|s| {
             *s = Status {
                 phase: Phase::Building,
@@ -272,7 +292,11 @@ impl Online {
         self.metrics.in_progress.set(1);
         let online = self.clone();
         tokio::spawn(async move {
-            let result = online.migrate(request, target).await;
+            let work = online.clone();
+            // A panic in the migration ends it as failed, not stuck in its phase.
+            let result = tokio::spawn(async move { work.migrate(request, target, restore).await })
+                .await
+                .unwrap_or_else(|e| Err(anyhow::anyhow!("the migration task ended: {e}")));
             online.finish(result);
             drop(guard);
         });
@@ -291,11 +315,19 @@ impl Online {
         let previous = serving.previous.ok_or_else(|| {
             ApiError::Conflict("nothing to roll back to: no index was replaced".into())
         })?;
+        if !Serving::dir(&self.data_dir, &previous.index).exists() {
+            return Err(ApiError::Conflict(format!(
+                "the replaced index {} is gone",
+                previous.index
+            )));
+        }
         let (running, _) = self.serving();
+        let invalid = |e: anyhow::Error| ApiError::Invalid(format!("{e:#}"));
         let earlier = self
             .source
-            .target(&running, &previous.restore)
-            .map_err(|e| ApiError::Invalid(format!("{e:#}")))?;
+            .target(&running, &self.pairs(&previous.restore))
+            .map_err(invalid)?;
+        let undo = reverse(&previous.restore, &running).map_err(invalid)?;
         self.update(|s| {
             *s = Status {
                 phase: Phase::RollingBack,
@@ -308,14 +340,19 @@ impl Online {
         self.metrics.in_progress.set(1);
         let online = self.clone();
         tokio::spawn(async move {
-            let result = online
-                .rollback(
+            let work = online.clone();
+            let result = tokio::spawn(async move {
+                work.rollback(
                     previous.index,
                     previous.restore,
+                    undo,
                     earlier,
                     request.keep_hours,
                 )
-                .await;
+                .await
+            })
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the rollback task ended: {e}")));
             online.finish(result);
             drop(guard);
         });
@@ -350,6 +387,7 @@ impl Online {
         self: &Arc<Self>,
         request: MigrateRequest,
         target: CasementConfig,
+        restore: Vec<String>,
     ) -> anyhow::Result<Phase> {
         let (running, model) = self.serving();
         let mut serving = Serving::load(&self.data_dir)?;
@@ -375,8 +413,8 @@ impl Online {
             return Ok(Phase::Refused);
         }
         self.update(|s| s.phase = Phase::Swapping);
-        let restore = reverse(&request.set, &running)?;
-        self.swap_to(new, restore, request.keep_hours).await?;
+        self.swap_to(new, restore, request.keep_hours, &request.set)
+            .await?;
         Ok(Phase::Swapped)
     }
 
@@ -384,6 +422,7 @@ impl Online {
         self: &Arc<Self>,
         index: String,
         restore: Vec<String>,
+        undo: Vec<String>,
         earlier: CasementConfig,
         keep_hours: u64,
     ) -> anyhow::Result<Phase> {
@@ -393,8 +432,7 @@ impl Online {
         tracing::info!(index = %index, "rollback: bringing the previous index up to date");
         self.copy(&source, &back).await?;
         self.update(|s| s.phase = Phase::Swapping);
-        let undo = reverse(&restore, &running)?;
-        self.swap_to(back, undo, keep_hours).await?;
+        self.swap_to(back, undo, keep_hours, &restore).await?;
         Ok(Phase::RolledBack)
     }
 
@@ -434,9 +472,20 @@ impl Online {
         new: Opened,
         restore: Vec<String>,
         keep_hours: u64,
+        applied: &[String],
     ) -> anyhow::Result<()> {
         let paused_at = Instant::now();
-        let paused = self.slot.pause().await;
+        // Events in hand finish first (one may be fetching from a slow wiki); new ones wait
+        // behind the pause, so it is given up rather than held for long.
+        let paused = tokio::time::timeout(PAUSE_WAIT, self.slot.pause())
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "the events in hand did not finish within {} s, so the pipeline was not \
+                     paused for the swap; the same request resumes the migration",
+                    PAUSE_WAIT.as_secs()
+                )
+            })?;
         let source = self.slot.current().store.clone();
         let last = build::final_pass(&source, &new).await?;
         new.store.optimize().await?;
@@ -452,6 +501,10 @@ impl Online {
         match self.serving.lock() {
             Ok(mut serving) => *serving = (new.config.clone(), new.model.clone()),
             Err(poisoned) => *poisoned.into_inner() = (new.config.clone(), new.model.clone()),
+        }
+        match self.applied.lock() {
+            Ok(mut pairs) => pairs.extend(applied.iter().cloned()),
+            Err(poisoned) => poisoned.into_inner().extend(applied.iter().cloned()),
         }
         drop(paused);
         let paused_ms = paused_at.elapsed().as_millis() as u64;
@@ -507,8 +560,7 @@ async fn start(
     body: Result<Json<MigrateRequest>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     online.operator(&headers)?;
-    let Json(request) = body
-        .map_err(|e| ApiError::Malformed(casement_query::error::client_message(&e.body_text())))?;
+    let Json(request) = body?;
     if request.set.is_empty() {
         return Err(ApiError::Invalid(
             "`set` names no setting of the new index (e.g. [\"embedder.precision=int8\"])".into(),
@@ -517,16 +569,39 @@ async fn start(
     if !(0.0..=1.0).contains(&request.margin) {
         return Err(ApiError::Invalid("`margin` must be between 0 and 1".into()));
     }
+    check_keep_hours(request.keep_hours)?;
     Ok((StatusCode::ACCEPTED, Json(online.start(request)?)))
 }
 
+fn check_keep_hours(hours: u64) -> Result<(), ApiError> {
+    if hours > MAX_KEEP_HOURS {
+        return Err(ApiError::Invalid(format!(
+            "`keep_hours` must be at most {MAX_KEEP_HOURS}"
+        )));
+    }
+    Ok(())
+}
+
+/// The body is optional (`{}` or none: the defaults).
 async fn rollback(
     State(online): State<Arc<Online>>,
     headers: HeaderMap,
-    body: Option<Json<RollbackRequest>>,
+    body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     online.operator(&headers)?;
-    let request = body.map(|Json(r)| r).unwrap_or_default();
+    let request: RollbackRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        RollbackRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            let message = casement_query::error::client_message(&e.to_string());
+            if e.is_data() {
+                ApiError::Invalid(message)
+            } else {
+                ApiError::Malformed(message)
+            }
+        })?
+    };
+    check_keep_hours(request.keep_hours)?;
     Ok((StatusCode::ACCEPTED, Json(online.start_rollback(request)?)))
 }
 

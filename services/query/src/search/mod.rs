@@ -235,14 +235,21 @@ impl<S: Store> Searcher<S> {
     pub async fn search(&self, request: ValidSearch) -> Result<SearchResponse, ApiError> {
         let started = Instant::now();
         let mut timings = Timings::default();
-        let index = self.index();
 
         let t = Instant::now();
         if !request.min_revision.is_empty() {
             let tenant = request.tenant.as_deref();
-            wait::wait_for(&index.store, &request.min_revision, tenant, self.max_wait).await?;
+            wait::wait_for(
+                || self.index(),
+                &request.min_revision,
+                tenant,
+                self.max_wait,
+            )
+            .await?;
             timings.wait = self.stage("wait", t);
         }
+        // Taken once, after the wait: the whole search reads one index with its model.
+        let index = self.index();
 
         let t = Instant::now();
         let dense = self.embed_query(&index, &request.query).await?;

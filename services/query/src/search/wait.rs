@@ -12,9 +12,10 @@ use crate::error::ApiError;
 /// Polls the documents' indexed revisions every 20 ms until each reaches the one asked for,
 /// or answers 409 with the revision the index holds once `max_wait` has passed. The
 /// documents are the request's tenant's (another tenant's document of the same id is
-/// another document, never disclosed).
+/// another document, never disclosed). `index` gives the served index at each poll: a
+/// migration's swap during the wait moves the write to the new one.
 pub async fn wait_for<S: Store>(
-    store: &S,
+    index: impl Fn() -> std::sync::Arc<super::SearchIndex<S>>,
     wanted: &BTreeMap<String, u64>,
     tenant: Option<&str>,
     max_wait: Duration,
@@ -22,9 +23,10 @@ pub async fn wait_for<S: Store>(
     let deadline = Instant::now() + max_wait;
     loop {
         let mut behind = None;
+        let served = index();
         for (doc_id, &revision) in wanted {
             let doc = DocRef::new(tenant, doc_id);
-            let state = store.document(doc).await.map_err(ApiError::store)?;
+            let state = served.store.document(doc).await.map_err(ApiError::store)?;
             let indexed = state.map_or(0, |s| s.revision);
             if indexed < revision {
                 behind = Some((doc_id, indexed, revision));
