@@ -137,6 +137,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/migrations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where the last migration or rollback stands */
+        get: operations["migrationStatus"];
+        put?: never;
+        /**
+         * Build the index anew under another model, enrichment or window radius, then swap it in (all-in-one only)
+         * @description The new index is built from the records the serving index stores (no call to the CMS) while events keep being indexed and searches answered from the serving index; passes copy what changed meanwhile. The golden set then runs on both; if the new index is not worse by more than margin (or with force), the pipeline pauses, the last changes are copied, and the pipeline and searches move to the new index at once. The old index is kept keep_hours for a rollback. Poll GET for the outcome.
+         */
+        post: operations["startMigration"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/migrations/rollback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Serve the index the last migration replaced again
+         * @description The replaced index is first brought up to date with what was indexed since the swap (under its own configuration), then swapped back in the same way; the index replaced now is kept for as long. Poll GET for the outcome.
+         */
+        post: operations["rollBackMigration"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -304,6 +345,66 @@ export interface components {
              */
             event_time?: string;
         };
+        MigrationRequest: {
+            /**
+             * @description Settings of the new index, section.key=value, read as CASEMENT__SECTION__KEY variables
+             * @example [
+             *       "embedder.precision=int8"
+             *     ]
+             */
+            set: string[];
+            /**
+             * @description Swap even if the gate refuses, or without a golden set
+             * @default false
+             */
+            force: boolean;
+            /**
+             * @description How much lower recall@k and MRR@k may be
+             * @default 0.02
+             */
+            margin: number;
+            /**
+             * @description How long the replaced index is kept for a rollback
+             * @default 168
+             */
+            keep_hours: number;
+        };
+        MigrationStatus: {
+            /** @enum {string} */
+            phase: "idle" | "building" | "gating" | "swapping" | "swapped" | "refused" | "rolling_back" | "rolled_back" | "failed";
+            /** @description The index searches read now (index, index.2, ...) */
+            serving: string;
+            target?: string | null;
+            set: string[];
+            passes: {
+                documents?: number;
+                copied?: number;
+                embedded?: number;
+                deferred?: number;
+                extra?: number;
+                /** @description seconds */
+                took?: number;
+            }[];
+            /** @description The pass under way: documents copied, documents to copy, sentences embedded */
+            progress?: number[] | null;
+            sentences_per_second?: number | null;
+            gate?: {
+                golden?: string | null;
+                margin?: number;
+                serving?: components["schemas"]["GateFigures"];
+                new?: components["schemas"]["GateFigures"];
+                passed?: boolean;
+                forced?: boolean;
+            } | null;
+            error?: string | null;
+        };
+        GateFigures: {
+            k?: number;
+            queries?: number;
+            recall?: number;
+            mrr?: number;
+            failures?: number;
+        } | null;
     };
     responses: {
         /** @description What was wrong */
@@ -546,6 +647,176 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before posting again */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    migrationStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The migration's status */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MigrationStatus"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A key bound to a tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    startMigration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MigrationRequest"];
+            };
+        };
+        responses: {
+            /** @description Started; the status as it stands */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MigrationStatus"];
+                };
+            };
+            /** @description Not JSON, or not a migration request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A key bound to a tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A migration or rollback is under way */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The pairs name an unknown key or value, change more than [embedder], [enrich] and text.window_radius, or nothing; or the store is not the embedded one */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    rollBackMigration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @default 168 */
+                    keep_hours?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Started */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MigrationStatus"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A key bound to a tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A migration or rollback is under way, or no index was replaced */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The kept settings no longer load */
+            422: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -190,7 +190,10 @@ impl<S: Store> Processor<S> {
         } else {
             let segmented =
                 casement_text::segmented_from_records(state, records, self.text.window_radius > 0)?;
-            let contexts = self.enricher.contexts(&segmented, &current).await;
+            // Contexts this index or the other already hold for a section (an LLM's, asked
+            // with the same model and prompt) are not asked again.
+            let known: Vec<SentenceRecord> = current.iter().chain(records).cloned().collect();
+            let contexts = self.enricher.contexts(&segmented, &known).await;
             let mut plan = plan::upsert(&current, &segmented, &self.text, &contexts, false);
             // The source is the truth, also over a tombstone at the same revision.
             plan.restore = true;

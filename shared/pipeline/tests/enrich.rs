@@ -159,3 +159,76 @@ async fn llm_contexts_are_called_once_per_changed_section_cached_and_fall_back()
         "the other section keeps its LLM context"
     );
 }
+
+/// A model migration's copy keeps the contexts the LLM wrote (the same model and prompt
+/// version: no call), and asks again under another prompt version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_keeps_llm_contexts_of_the_same_prompt() {
+    let stub = Stub::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .with_state(stub.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let enrich = EnrichConfig {
+        mode: EnrichMode::Llm,
+        llm: LlmConfig {
+            base_url: format!("http://{address}/v1"),
+            model: "stub-model".into(),
+            api_key: "test-key".into(),
+            ..LlmConfig::default()
+        },
+    };
+    let calls = || stub.calls.load(Ordering::SeqCst);
+    let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
+    let source = casement_testkit::open_store(dirs[0].path(), model().dimension());
+    let metrics = Metrics::new();
+    casement_testkit::processor(source.clone(), model(), &enrich, &metrics)
+        .process(&upsert(
+            1,
+            "Hold the button. It blinks.",
+            "Press both. It is blue.",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(calls(), 2);
+
+    let migrate = |dir: &std::path::Path, enrich: &EnrichConfig| {
+        let target = casement_testkit::open_store(dir, model().dimension());
+        casement_pipeline::migrate::Migration {
+            source: source.clone(),
+            target: Arc::new(casement_testkit::processor(
+                target,
+                model(),
+                enrich,
+                &Metrics::new(),
+            )),
+            concurrency: 2,
+            sync_every: 64,
+            stop_after: None,
+            reuse_vectors: false,
+        }
+    };
+    let same = migrate(dirs[1].path(), &enrich);
+    let pass = same.pass(&()).await.unwrap();
+    assert_eq!((pass.copied, pass.embedded > 0), (1, true));
+    assert_eq!(calls(), 2, "the same prompt: the stored contexts are kept");
+    assert_eq!(contexts(&same.target.store).await, contexts(&source).await);
+
+    let mut other = enrich.clone();
+    other.llm.prompt_version = "v2".into();
+    let asked = migrate(dirs[2].path(), &other);
+    asked.pass(&()).await.unwrap();
+    assert_eq!(
+        calls(),
+        4,
+        "another prompt version: asked again, once per section"
+    );
+    assert!(
+        contexts(&asked.target.store)
+            .await
+            .values()
+            .all(|(_, source)| source == "llm:stub-model:v2")
+    );
+}
