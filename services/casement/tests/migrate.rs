@@ -551,3 +551,69 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
     )
     .await;
 }
+
+/// `casement run` killed (SIGKILL) in the middle of an online migration: the same request
+/// to the restarted service resumes it, copying only what the first did not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_online_migration_killed_with_the_service_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), &format!("[eval]\ngolden = \"{}\"\n", golden()));
+    let log = sample_log();
+    let args = ["--replay", log.to_str().unwrap()];
+    let request = serde_json::to_vec(&json!({"set": INT8})).unwrap();
+    let mut first = support::Casement::start_with(
+        dir.path(),
+        &config,
+        &args,
+        &[("CASEMENT_MIGRATE_STALL_AFTER", "2")],
+    );
+    first.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
+    let client = support::Client::new(&first.base);
+    let (status, answer) = client
+        .post_raw("/v1/admin/migrations", request.clone())
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    support::eventually(
+        Duration::from_secs(60),
+        "the migration reaches its kill point",
+        || async { first.stderr_text().contains("stalled after 2 documents") },
+    )
+    .await;
+    drop(first); // SIGKILL
+    let data = dir.path().join("data");
+    assert_eq!(serving(&data)["index"], "index");
+    assert_eq!(serving(&data)["migration"]["target"], "index.2");
+
+    let mut second = support::Casement::start(dir.path(), &config, &args);
+    second.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
+    let client = support::Client::new(&second.base);
+    let (status, answer) = client.post_raw("/v1/admin/migrations", request).await;
+    assert_eq!(status, 202, "{answer}");
+    let mut status = Value::Null;
+    for _ in 0..600 {
+        let (_, answer) = client.get("/v1/admin/migrations").await;
+        status = serde_json::from_str(&answer).unwrap();
+        if !["building", "gating", "swapping"].contains(&status["phase"].as_str().unwrap()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status["phase"], "swapped", "{status}");
+    assert_eq!(status["serving"], "index.2", "{status}");
+    let first_pass = &status["passes"][0];
+    assert_eq!(
+        first_pass["copied"].as_u64().unwrap() + 2,
+        first_pass["documents"].as_u64().unwrap(),
+        "the two documents copied before the kill are not copied again: {status}"
+    );
+    let stderr = second.stop();
+    assert!(
+        stderr.contains("resuming the migration into index.2"),
+        "{stderr}"
+    );
+    assert_same_index(
+        &open(data.join("index.2")),
+        &backfill(&dir.path().join("fresh-int8"), &log, &INT8_ENV),
+    )
+    .await;
+}

@@ -55,6 +55,11 @@ pub struct Casement {
 
 impl Casement {
     pub fn start(dir: &Path, config: &Path, args: &[&str]) -> Self {
+        Self::start_with(dir, config, args, &[])
+    }
+
+    /// [`Casement::start`] with more environment variables.
+    pub fn start_with(dir: &Path, config: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
         let port = free_port();
         let stderr = dir.join(format!("stderr-{port}.log"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_casement"))
@@ -65,6 +70,7 @@ impl Casement {
             .arg(format!("127.0.0.1:{port}"))
             .args(args)
             .env("CASEMENT__LOG__FILTER", "warn,casement=info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
             .spawn()
