@@ -231,48 +231,49 @@ fn main() -> ExitCode {
             keep_hours: *keep_hours,
             max_passes: 5,
         };
-        let outcome =
-            (|| -> anyhow::Result<u8> {
-                let load = |extra: Vec<(String, String)>| -> anyhow::Result<CasementConfig> {
-                    let mut config: CasementConfig = casement_config::load(
-                        cli.config.as_deref(),
-                        config::ENV_PREFIX,
-                        std::env::vars().chain(extra),
-                    )?;
-                    if let Some(dir) = &cli.data_dir {
-                        config.data_dir = dir.clone();
-                    }
-                    Ok(config)
-                };
-                if let Some(url) = url {
-                    let body = if *rollback {
-                        serde_json::json!({ "keep_hours": keep_hours })
-                    } else {
-                        serde_json::json!({
-                            "set": set, "force": force, "margin": margin, "keep_hours": keep_hours,
-                        })
-                    };
-                    return casement_service::runtime()?.block_on(
-                        casement::migrate::online::remote(url, api_key.as_deref(), body, *rollback),
-                    );
+        let outcome = (|| -> anyhow::Result<u8> {
+            let load = |extra: Vec<(String, String)>| -> anyhow::Result<CasementConfig> {
+                let mut config: CasementConfig = casement_config::load(
+                    cli.config.as_deref(),
+                    config::ENV_PREFIX,
+                    std::env::vars().chain(extra),
+                )?;
+                if let Some(dir) = &cli.data_dir {
+                    config.data_dir = dir.clone();
                 }
-                let config = load(Vec::new())?;
-                casement::snapshot::check_not_restoring(&config.data_dir)?;
-                casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
-                let source = casement::migrate::ConfigSource {
-                    file: cli.config.clone(),
+                Ok(config)
+            };
+            if let Some(url) = url {
+                let body = if *rollback {
+                    serde_json::json!({ "keep_hours": keep_hours })
+                } else {
+                    serde_json::json!({
+                        "set": set, "force": force, "margin": margin, "keep_hours": keep_hours,
+                    })
                 };
-                if *rollback {
-                    return casement_service::runtime()?.block_on(casement::migrate::rollback(
-                        config,
-                        source,
-                        *keep_hours,
-                    ));
-                }
-                let target = source.target(&config, set)?;
-                casement_service::runtime()?
-                    .block_on(casement::migrate::command(config, target, args))
-            })();
+                return casement_service::runtime()?.block_on(casement::migrate::http::remote(
+                    url,
+                    api_key.as_deref(),
+                    body,
+                    *rollback,
+                ));
+            }
+            let config = load(Vec::new())?;
+            casement::snapshot::check_not_restoring(&config.data_dir)?;
+            casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+            let source = casement::migrate::ConfigSource {
+                file: cli.config.clone(),
+            };
+            if *rollback {
+                return casement_service::runtime()?.block_on(casement::migrate::rollback(
+                    config,
+                    source,
+                    *keep_hours,
+                ));
+            }
+            let target = source.target(&config, set)?;
+            casement_service::runtime()?.block_on(casement::migrate::command(config, target, args))
+        })();
         return match outcome {
             Ok(code) => ExitCode::from(code),
             Err(error) => {

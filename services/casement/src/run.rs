@@ -83,7 +83,7 @@ pub async fn run(
     let evaluator = Evaluator::new(&query_app, &engine.registry).map(Arc::new);
     let mut router = casement_query::router(query_app.clone());
     // Migrations to another model, enrichment or radius, while serving.
-    router = router.merge(crate::migrate::online::router(
+    router = router.merge(crate::migrate::http::router(
         crate::migrate::online::Online::new(
             source,
             config.clone(),

@@ -41,55 +41,46 @@ use crate::sources::journal::{Journal, KeepError};
 /// The paths and schemas `/v1/events` adds to the query service's OpenAPI document.
 const OPENAPI_EVENTS: &str = include_str!("../openapi-events.json");
 
-/// The query service's OpenAPI document (with the configured limits) plus the webhook.
+/// The OpenAPI paths and schemas of `/v1/admin/migrations` (`crate::migrate::http`).
+const OPENAPI_MIGRATIONS: &str = include_str!("../openapi-migrations.json");
+
+/// The query service's OpenAPI document (with the configured limits) plus the webhook's
+/// routes (when it is on) and the migration routes.
 pub fn openapi(config: &casement_query::QueryConfig, webhook: bool) -> String {
     let query = casement_query::http::openapi(config);
-    let (Ok(mut doc), Ok(events)) = (
+    let (Ok(mut doc), Ok(events), Ok(admin)) = (
         serde_json::from_str::<Value>(&query),
         serde_json::from_str::<Value>(OPENAPI_EVENTS),
+        serde_json::from_str::<Value>(OPENAPI_MIGRATIONS),
     ) else {
         return query;
     };
     doc["info"]["title"] = "Casement all-in-one API".into();
     if webhook {
-        if let (Some(tags), Some(extra)) = (doc["tags"].as_array_mut(), events["tags"].as_array()) {
-            tags.extend(extra.iter().cloned());
-        }
-        if let (Some(paths), Some(extra)) =
-            (doc["paths"].as_object_mut(), events["paths"].as_object())
-        {
-            paths.extend(extra.clone());
-        }
-        if let (Some(schemas), Some(extra)) = (
-            doc["components"]["schemas"].as_object_mut(),
-            events["schemas"].as_object(),
-        ) {
-            schemas.extend(extra.clone());
+        merge_openapi(&mut doc, &events);
+        if let Some(schemas) = doc["components"]["schemas"].as_object_mut() {
             schemas.insert("NativeEvent".into(), native_event_component());
         }
     }
-    // The operator's migration routes (`crate::migrate::online`), served always.
-    if let Ok(admin) = serde_json::from_str::<Value>(OPENAPI_MIGRATIONS) {
-        if let (Some(tags), Some(extra)) = (doc["tags"].as_array_mut(), admin["tags"].as_array()) {
-            tags.extend(extra.iter().cloned());
-        }
-        if let (Some(paths), Some(extra)) =
-            (doc["paths"].as_object_mut(), admin["paths"].as_object())
-        {
-            paths.extend(extra.clone());
-        }
-        if let (Some(schemas), Some(extra)) = (
-            doc["components"]["schemas"].as_object_mut(),
-            admin["schemas"].as_object(),
-        ) {
-            schemas.extend(extra.clone());
-        }
-    }
+    merge_openapi(&mut doc, &admin);
     serde_json::to_string_pretty(&doc).unwrap_or(query)
 }
 
-/// The OpenAPI paths and schemas of `/v1/admin/migrations`.
-const OPENAPI_MIGRATIONS: &str = include_str!("../openapi-migrations.json");
+/// Adds a fragment's `tags`, `paths` and `schemas` to an OpenAPI document.
+fn merge_openapi(doc: &mut Value, extra: &Value) {
+    if let (Some(tags), Some(more)) = (doc["tags"].as_array_mut(), extra["tags"].as_array()) {
+        tags.extend(more.iter().cloned());
+    }
+    if let (Some(paths), Some(more)) = (doc["paths"].as_object_mut(), extra["paths"].as_object()) {
+        paths.extend(more.clone());
+    }
+    if let (Some(schemas), Some(more)) = (
+        doc["components"]["schemas"].as_object_mut(),
+        extra["schemas"].as_object(),
+    ) {
+        schemas.extend(more.clone());
+    }
+}
 
 /// The native event's JSON Schema in OpenAPI 3.0's dialect: the same properties, types,
 /// enums and limits, without the 2020-12 keywords 3.0 lacks (`$schema`, `$id`, and the

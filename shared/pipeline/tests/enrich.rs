@@ -77,8 +77,8 @@ async fn contexts<S: Store>(store: &S) -> BTreeMap<String, (String, String)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn llm_contexts_are_called_once_per_changed_section_cached_and_fall_back() {
+/// The stub on a port of its own, and the LLM enrichment that asks it.
+async fn start_stub() -> (Stub, EnrichConfig) {
     let stub = Stub::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -95,6 +95,12 @@ async fn llm_contexts_are_called_once_per_changed_section_cached_and_fall_back()
             ..LlmConfig::default()
         },
     };
+    (stub, enrich)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_contexts_are_called_once_per_changed_section_cached_and_fall_back() {
+    let (stub, enrich) = start_stub().await;
     let dir = tempfile::tempdir().unwrap();
     let store = casement_testkit::open_store(dir.path(), model().dimension());
     let metrics = Metrics::new();
@@ -164,22 +170,7 @@ async fn llm_contexts_are_called_once_per_changed_section_cached_and_fall_back()
 /// version: no call), and asks again under another prompt version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_keeps_llm_contexts_of_the_same_prompt() {
-    let stub = Stub::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let app = Router::new()
-        .route("/v1/chat/completions", post(completions))
-        .with_state(stub.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let enrich = EnrichConfig {
-        mode: EnrichMode::Llm,
-        llm: LlmConfig {
-            base_url: format!("http://{address}/v1"),
-            model: "stub-model".into(),
-            api_key: "test-key".into(),
-            ..LlmConfig::default()
-        },
-    };
+    let (stub, enrich) = start_stub().await;
     let calls = || stub.calls.load(Ordering::SeqCst);
     let dirs = [(); 3].map(|()| tempfile::tempdir().unwrap());
     let source = casement_testkit::open_store(dirs[0].path(), model().dimension());

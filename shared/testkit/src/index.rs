@@ -64,3 +64,31 @@ pub fn processor<S: Store>(
     };
     factory::processor(config, metrics, model, store).expect("processor")
 }
+
+/// Sentences/s of `model` alone over a seeded, uniform sample of `inputs` (xorshift; not
+/// the first inputs: documents differ in length), sorted by length, in batches of `batch`,
+/// after one warm-up batch; and the sample size. The reference a bulk rate is measured
+/// against (`make bench-backfill`, `make bench-migrate`).
+pub fn raw_rate(model: &dyn Embed, inputs: &[String], sample: usize, batch: usize) -> (f64, usize) {
+    let mut picked: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in (1..picked.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        picked.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    picked.truncate(sample);
+    picked.sort_by_key(|s| s.len());
+    model
+        .embed(&picked[..picked.len().min(batch)])
+        .expect("the model embeds"); // Warm-up.
+    let started = std::time::Instant::now();
+    for chunk in picked.chunks(batch) {
+        model.embed(chunk).expect("the model embeds");
+    }
+    (
+        picked.len() as f64 / started.elapsed().as_secs_f64(),
+        picked.len(),
+    )
+}

@@ -13,6 +13,8 @@
 
 pub mod build;
 pub mod config;
+pub mod http;
+pub mod metrics;
 pub mod online;
 
 use std::path::Path;

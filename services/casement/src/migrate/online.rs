@@ -6,158 +6,28 @@
 //! and the searcher's index and model. Searches never wait: one under way finishes on the
 //! index it started with. `POST /v1/admin/migrations/rollback` does the same back to the
 //! index the last migration replaced, brought up to date first. `GET /v1/admin/migrations`
-//! says where it stands. Operator routes: with `[auth] keys`, a key bound to no tenant.
+//! says where it stands (the routes and `casement migrate --url` in [`super::http`]).
+//! Operator routes: with `[auth] keys`, a key bound to no tenant.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::http::HeaderMap;
 use casement_inference::Embed;
-use casement_pipeline::migrate::{Pass, Progress};
+use casement_pipeline::migrate::Progress;
 use casement_pipeline::{Metrics, ProcessorSlot};
 use casement_query::App;
 use casement_query::config::AuthConfig;
 use casement_query::error::ApiError;
 use casement_store::AnyStore;
-use serde::{Deserialize, Serialize};
 
-use super::build::{self, Gate, Opened};
+use super::build::{self, Opened};
 use super::config::{ConfigSource, reverse};
+use super::http::{MigrateRequest, Phase, RollbackRequest, Status};
+use super::metrics::MigrationMetrics;
 use crate::config::CasementConfig;
 use crate::serving::Serving;
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    #[default]
-    Idle,
-    Building,
-    Gating,
-    Swapping,
-    Swapped,
-    Refused,
-    RollingBack,
-    RolledBack,
-    Failed,
-}
-
-/// What `GET /v1/admin/migrations` answers.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Status {
-    pub phase: Phase,
-    /// The index searches read now.
-    pub serving: String,
-    /// The index being built (or the one a rollback returns to).
-    pub target: Option<String>,
-    pub set: Vec<String>,
-    pub passes: Vec<Pass>,
-    /// The pass under way: documents copied of those to copy, sentences embedded.
-    pub progress: Option<[usize; 3]>,
-    /// Sentences embedded per second over the copy passes and the index build.
-    pub sentences_per_second: Option<f64>,
-    pub gate: Option<Gate>,
-    pub error: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MigrateRequest {
-    /// The new index's settings, `section.key=value`.
-    pub set: Vec<String>,
-    #[serde(default)]
-    pub force: bool,
-    #[serde(default = "default_margin")]
-    pub margin: f64,
-    #[serde(default = "default_keep_hours")]
-    pub keep_hours: u64,
-}
-
-fn default_margin() -> f64 {
-    0.02
-}
-
-fn default_keep_hours() -> u64 {
-    168
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RollbackRequest {
-    #[serde(default = "default_keep_hours")]
-    pub keep_hours: u64,
-}
-
-/// `casement_migration*` (docs/metrics.md), on the all-in-one's registry.
-#[derive(Debug, Clone)]
-pub struct MigrationMetrics {
-    runs: prometheus::IntCounterVec,
-    documents: prometheus::IntCounter,
-    sentences: prometheus::IntCounter,
-    in_progress: prometheus::IntGauge,
-    pause: prometheus::Gauge,
-}
-
-/// Outcomes of `casement_migrations_total`.
-const OUTCOMES: [&str; 4] = ["swapped", "refused", "rolled_back", "failed"];
-
-impl MigrationMetrics {
-    #[allow(clippy::expect_used)] // Names are constants: a failure here is a programming error.
-    pub fn new(registry: &prometheus::Registry) -> Self {
-        let runs = prometheus::IntCounterVec::new(
-            prometheus::Opts::new(
-                "casement_migrations_total",
-                "Migrations and rollbacks of the served index, by outcome.",
-            ),
-            &["outcome"],
-        )
-        .expect("metric");
-        for outcome in OUTCOMES {
-            runs.with_label_values(&[outcome]);
-        }
-        let documents = prometheus::IntCounter::new(
-            "casement_migration_documents_copied_total",
-            "Documents copied into a new index by migrations and rollbacks.",
-        )
-        .expect("metric");
-        let sentences = prometheus::IntCounter::new(
-            "casement_migration_sentences_embedded_total",
-            "Sentences embedded with the new model by migrations and rollbacks.",
-        )
-        .expect("metric");
-        let in_progress = prometheus::IntGauge::new(
-            "casement_migration_in_progress",
-            "1 while a migration or rollback runs.",
-        )
-        .expect("metric");
-        let pause = prometheus::Gauge::new(
-            "casement_migration_last_pause_seconds",
-            "How long the last swap held the pipeline (searches never wait).",
-        )
-        .expect("metric");
-        for metric in [
-            Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(documents.clone()),
-            Box::new(sentences.clone()),
-            Box::new(in_progress.clone()),
-            Box::new(pause.clone()),
-        ] {
-            registry.register(metric).expect("unique metric names");
-        }
-        Self {
-            runs,
-            documents,
-            sentences,
-            in_progress,
-            pause,
-        }
-    }
-}
 
 /// Copy passes before the swap: they stop once a pass copies at most this many documents
 /// (the rest is copied with the pipeline paused).
@@ -166,7 +36,7 @@ const MAX_PASSES: usize = 12;
 /// Longest wait for the events in hand before a swap.
 const PAUSE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Longest time an index is kept for a rollback (ten years).
-const MAX_KEEP_HOURS: u64 = 24 * 365 * 10;
+pub(super) const MAX_KEEP_HOURS: u64 = 24 * 365 * 10;
 
 pub struct Online {
     pub source: ConfigSource,
@@ -252,7 +122,7 @@ impl Online {
         }
     }
 
-    fn operator(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+    pub(super) fn operator(&self, headers: &HeaderMap) -> Result<(), ApiError> {
         if self.auth.keys.is_empty() {
             return Ok(());
         }
@@ -544,160 +414,5 @@ impl Progress for StatusProgress {
                 progress[2] = embedded;
             }
         });
-    }
-}
-
-pub fn router(online: Arc<Online>) -> Router {
-    Router::new()
-        .route("/v1/admin/migrations", post(start).get(status))
-        .route("/v1/admin/migrations/rollback", post(rollback))
-        .with_state(online)
-}
-
-async fn start(
-    State(online): State<Arc<Online>>,
-    headers: HeaderMap,
-    body: Result<Json<MigrateRequest>, JsonRejection>,
-) -> Result<impl IntoResponse, ApiError> {
-    online.operator(&headers)?;
-    let Json(request) = body?;
-    if request.set.is_empty() {
-        return Err(ApiError::Invalid(
-            "`set` names no setting of the new index (e.g. [\"embedder.precision=int8\"])".into(),
-        ));
-    }
-    if !(0.0..=1.0).contains(&request.margin) {
-        return Err(ApiError::Invalid("`margin` must be between 0 and 1".into()));
-    }
-    check_keep_hours(request.keep_hours)?;
-    Ok((StatusCode::ACCEPTED, Json(online.start(request)?)))
-}
-
-fn check_keep_hours(hours: u64) -> Result<(), ApiError> {
-    if hours > MAX_KEEP_HOURS {
-        return Err(ApiError::Invalid(format!(
-            "`keep_hours` must be at most {MAX_KEEP_HOURS}"
-        )));
-    }
-    Ok(())
-}
-
-/// The body is optional (`{}` or none: the defaults).
-async fn rollback(
-    State(online): State<Arc<Online>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Result<impl IntoResponse, ApiError> {
-    online.operator(&headers)?;
-    let request: RollbackRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        RollbackRequest::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            let message = casement_query::error::client_message(&e.to_string());
-            if e.is_data() {
-                ApiError::Invalid(message)
-            } else {
-                ApiError::Malformed(message)
-            }
-        })?
-    };
-    check_keep_hours(request.keep_hours)?;
-    Ok((StatusCode::ACCEPTED, Json(online.start_rollback(request)?)))
-}
-
-async fn status(
-    State(online): State<Arc<Online>>,
-    headers: HeaderMap,
-) -> Result<Json<Status>, ApiError> {
-    online.operator(&headers)?;
-    Ok(Json(online.status()))
-}
-
-/// `casement migrate --url`: the same through a running service's API, following its
-/// status until it ends. Returns the exit code.
-pub async fn remote(
-    url: &str,
-    api_key: Option<&str>,
-    body: serde_json::Value,
-    rollback: bool,
-) -> anyhow::Result<u8> {
-    let http = reqwest::Client::new();
-    let base = url.trim_end_matches('/');
-    let path = if rollback {
-        format!("{base}/v1/admin/migrations/rollback")
-    } else {
-        format!("{base}/v1/admin/migrations")
-    };
-    let authorised = |request: reqwest::RequestBuilder| match api_key {
-        Some(key) => request.bearer_auth(key),
-        None => request,
-    };
-    let response = authorised(http.post(&path).json(&body)).send().await?;
-    let code = response.status();
-    let answer: serde_json::Value = response.json().await.unwrap_or_default();
-    if !code.is_success() {
-        anyhow::bail!(
-            "{path}: {code}: {}",
-            answer["error"]["message"].as_str().unwrap_or("no message")
-        );
-    }
-    let mut said = String::new();
-    loop {
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        let status: serde_json::Value = authorised(http.get(format!("{base}/v1/admin/migrations")))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let phase = status["phase"].as_str().unwrap_or("unknown").to_owned();
-        let line = match status["progress"].as_array() {
-            Some(p) if p.len() == 3 => format!(
-                "{phase}: {}/{} documents, {} sentences embedded",
-                p[0], p[1], p[2]
-            ),
-            _ => phase.clone(),
-        };
-        if line != said {
-            eprintln!("{line}");
-            said = line;
-        }
-        match phase.as_str() {
-            "swapped" | "rolled_back" => {
-                print_gate(&status);
-                println!(
-                    "{phase}: {} now serves {}",
-                    base,
-                    status["serving"].as_str().unwrap_or("?")
-                );
-                return Ok(super::SWAPPED);
-            }
-            "refused" => {
-                print_gate(&status);
-                println!(
-                    "refused by the gate: {} keeps serving {}",
-                    base,
-                    status["serving"].as_str().unwrap_or("?")
-                );
-                return Ok(super::REFUSED);
-            }
-            "failed" => anyhow::bail!("{}", status["error"].as_str().unwrap_or("failed")),
-            _ => {}
-        }
-    }
-}
-
-fn print_gate(status: &serde_json::Value) {
-    let gate = &status["gate"];
-    if let (Some(old), Some(new)) = (gate["serving"].as_object(), gate["new"].as_object()) {
-        println!("gate ({} queries, k = {}):", old["queries"], old["k"]);
-        println!("  {:<12} {:>8} {:>8}", "", "serving", "new");
-        for key in ["recall", "mrr", "failures"] {
-            println!(
-                "  {key:<12} {:>8} {:>8}",
-                old[key].to_string(),
-                new[key].to_string()
-            );
-        }
     }
 }

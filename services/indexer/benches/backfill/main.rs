@@ -29,10 +29,9 @@ mod children;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use casement_events::revision_log::LogEvent;
-use casement_inference::{Embed, EmbedderConfig};
+use casement_inference::EmbedderConfig;
 use casement_text::{Fence, MemoryIndex, TextConfig, fence, plan_delete, plan_upsert};
 use children::{backfill, dir_bytes, kafka_catch_up};
 use serde_json::{Value, json};
@@ -80,7 +79,8 @@ fn main() {
         }
         eprintln!("\n== {}: {}", workload.name, workload.what);
         let inputs = embedding_inputs(&workload.events);
-        let raw = raw_rate(model.as_ref(), &inputs, sample_size, embedder.batch_size);
+        let raw =
+            casement_testkit::raw_rate(model.as_ref(), &inputs, sample_size, embedder.batch_size);
         eprintln!(
             "raw model: {:.1} sentences/s over {} of {} inputs",
             raw.0,
@@ -279,31 +279,6 @@ fn embedding_inputs(events: &[LogEvent]) -> Vec<String> {
         index.apply(&plan);
     }
     inputs
-}
-
-/// Sentences/s of the model alone over a seeded sample of `inputs`, sorted by length, in
-/// batches of `batch`; and the sample size.
-fn raw_rate(model: &dyn Embed, inputs: &[String], sample: usize, batch: usize) -> (f64, usize) {
-    // A seeded, uniform sample (xorshift), not the first inputs: documents differ in length.
-    let mut picked: Vec<&str> = inputs.iter().map(String::as_str).collect();
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    for i in (1..picked.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        picked.swap(i, (state % (i as u64 + 1)) as usize);
-    }
-    picked.truncate(sample);
-    picked.sort_by_key(|s| s.len());
-    model.embed(&picked[..picked.len().min(batch)]).unwrap(); // Warm-up.
-    let started = Instant::now();
-    for chunk in picked.chunks(batch) {
-        model.embed(chunk).unwrap();
-    }
-    (
-        picked.len() as f64 / started.elapsed().as_secs_f64(),
-        picked.len(),
-    )
 }
 
 fn write_log(dir: &Path, events: &[LogEvent]) -> PathBuf {

@@ -15,107 +15,16 @@
 //! Prints a table and writes `target/bench/migrate.json`. Needs `../shared/data`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use casement_inference::{EmbedderConfig, Precision};
-use casement_text::{Format, Revision, TextConfig, build_records, segment};
 use serde_json::{Value, json};
+use workload::{articles, embedding_inputs, questions};
 
-struct Article {
-    doc_id: String,
-    title: String,
-    text: String,
-}
-
-fn articles() -> Vec<Article> {
-    casement_testkit::read_lines(&casement_testkit::data("squad/dev-v1.1.articles.jsonl"))
-        .iter()
-        .map(|line| {
-            let doc: Value = serde_json::from_str(line).unwrap();
-            let title = doc["title"].as_str().unwrap();
-            Article {
-                doc_id: format!("squad:{title}"),
-                title: title.replace('_', " "),
-                text: doc["text"].as_str().unwrap().to_owned(),
-            }
-        })
-        .collect()
-}
-
-/// (question, doc_id, answer) of the SQuAD dev set, every `step`-th.
-fn questions(step: usize) -> Vec<(String, String, String)> {
-    let raw = std::fs::read_to_string(casement_testkit::data("squad/dev-v1.1.json")).unwrap();
-    let squad: Value = serde_json::from_str(&raw).unwrap();
-    let mut out = Vec::new();
-    for article in squad["data"].as_array().unwrap() {
-        let doc_id = format!("squad:{}", article["title"].as_str().unwrap());
-        for paragraph in article["paragraphs"].as_array().unwrap() {
-            for qa in paragraph["qas"].as_array().unwrap() {
-                let answer = qa["answers"][0]["text"].as_str().unwrap_or_default();
-                out.push((
-                    qa["question"].as_str().unwrap().to_owned(),
-                    doc_id.clone(),
-                    answer.to_owned(),
-                ));
-            }
-        }
-    }
-    out.into_iter().step_by(step.max(1)).collect()
-}
-
-/// The distinct embedding inputs of the articles (what a migration embeds).
-fn embedding_inputs(articles: &[Article]) -> Vec<String> {
-    let text = TextConfig::default();
-    let mut seen = BTreeSet::new();
-    let mut inputs = Vec::new();
-    for article in articles {
-        let revision = Revision {
-            doc_id: article.doc_id.clone(),
-            revision: 1,
-            title: Some(article.title.clone()),
-            url: None,
-            tenant: None,
-            format: Format::Text,
-            content: article.text.clone(),
-            metadata: serde_json::Map::new(),
-        };
-        let segmented = segment(&revision, &text).unwrap();
-        for record in build_records(&segmented, &text) {
-            let input = record.embedding_input();
-            if seen.insert(input.clone()) {
-                inputs.push(input);
-            }
-        }
-    }
-    inputs
-}
-
-/// Sentences/s of the model alone over a seeded sample of `inputs`, sorted by length.
-fn raw_rate(config: &EmbedderConfig, inputs: &[String], sample: usize) -> f64 {
-    let model = casement_inference::load_embedder(config).expect("the int8 model (make models)");
-    let mut picked: Vec<&str> = inputs.iter().map(String::as_str).collect();
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    for i in (1..picked.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        picked.swap(i, (state % (i as u64 + 1)) as usize);
-    }
-    picked.truncate(sample);
-    picked.sort_by_key(|s| s.len());
-    model
-        .embed(&picked[..picked.len().min(config.batch_size)])
-        .unwrap();
-    let started = Instant::now();
-    for chunk in picked.chunks(config.batch_size) {
-        model.embed(chunk).unwrap();
-    }
-    picked.len() as f64 / started.elapsed().as_secs_f64()
-}
+mod workload;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -209,7 +118,9 @@ fn main() {
         precision: Precision::Int8,
         ..EmbedderConfig::default()
     };
-    let raw = raw_rate(&int8, &inputs, 2_000);
+    let model = casement_inference::load_embedder(&int8).expect("the int8 model (make models)");
+    let (raw, _) = casement_testkit::raw_rate(model.as_ref(), &inputs, 2_000, int8.batch_size);
+    drop(model);
     eprintln!(
         "raw int8 model: {raw:.1} sentences/s over a sample of {} inputs",
         inputs.len().min(2_000)

@@ -1,0 +1,310 @@
+//! Migrations inside `casement run`, while edits arrive and searches run; killed with the
+//! service and resumed.
+
+use super::*;
+
+/// Posts the next edit, keeping its log line.
+async fn send_edit(client: &support::Client, lines: &mut Vec<Value>) {
+    let (event, line) = edit(lines.len() + 1);
+    let (status, answer) = client.event(&event).await;
+    assert!(status == 200 || status == 202, "{status} {answer}");
+    lines.push(line);
+}
+
+/// Follows the migration (or rollback) under way until it ends, sending an edit each
+/// round when given the edits; its final status.
+async fn follow(client: &support::Client, mut lines: Option<&mut Vec<Value>>) -> Value {
+    for _ in 0..600 {
+        if let Some(lines) = lines.as_deref_mut() {
+            send_edit(client, lines).await;
+        }
+        let (_, status) = client.get("/v1/admin/migrations").await;
+        let status: Value = serde_json::from_str(&status).unwrap();
+        let phase = status["phase"].as_str().unwrap();
+        if !["building", "gating", "swapping", "rolling_back"].contains(&phase) {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the migration did not end in a minute");
+}
+
+/// Starts a migration (or a rollback) and sends edits until it ends; its final status.
+async fn while_editing(
+    client: &support::Client,
+    path: &str,
+    body: Value,
+    lines: &mut Vec<Value>,
+) -> Value {
+    let (status, answer) = client
+        .post_raw(path, serde_json::to_vec(&body).unwrap())
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    follow(client, Some(lines)).await
+}
+
+/// The last edit sent is found by a search.
+async fn last_edit_found(client: &support::Client, lines: &[Value]) {
+    let n = lines.len();
+    let doc_id = format!("kb:migration-note-{n:03}");
+    let needle = format!("note number {n}");
+    support::eventually(
+        Duration::from_secs(30),
+        "the last edit is found",
+        || async {
+            support::contains(
+                &client
+                    .search("written during a migration", &[&doc_id])
+                    .await,
+                &needle,
+            )
+        },
+    )
+    .await;
+}
+
+/// The edits an index holds: 1..=m, with none missing.
+async fn edits_held(store: &EdgeStore) -> usize {
+    let held: Vec<usize> = store
+        .documents()
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.doc_id.strip_prefix("kb:migration-note-")?.parse().ok())
+        .collect();
+    let mut sorted = held.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (1..=held.len()).collect::<Vec<_>>(),
+        "edits held, in order, none missing"
+    );
+    held.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), &format!("[eval]\ngolden = \"{}\"\n", golden()));
+    let log = sample_log();
+    let mut casement =
+        support::Casement::start(dir.path(), &config, &["--replay", log.to_str().unwrap()]);
+    casement.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
+    let client = Arc::new(support::Client::new(&casement.base));
+
+    // Searches all along: none may fail or come back empty.
+    let (searches, failures) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let searching = {
+        let (client, searches, failures) = (client.clone(), searches.clone(), failures.clone());
+        tokio::spawn(async move {
+            loop {
+                let (status, body) = client
+                    .post_raw(
+                        "/v1/search",
+                        serde_json::to_vec(&json!({"query": "How long does a name change take?"}))
+                            .unwrap(),
+                    )
+                    .await;
+                let windows = body["windows"].as_array().map_or(0, Vec::len);
+                if status != 200 || windows == 0 {
+                    eprintln!("search failed: {status} {body}");
+                    failures.fetch_add(1, Ordering::Relaxed);
+                }
+                searches.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let mut lines = Vec::new();
+
+    // 1. fp32 -> int8, while edits arrive; a second request meanwhile is refused.
+    let (status, answer) = client
+        .post_raw(
+            "/v1/admin/migrations",
+            serde_json::to_vec(&json!({"set": INT8})).unwrap(),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let (status, _) = client
+        .post_raw(
+            "/v1/admin/migrations",
+            serde_json::to_vec(&json!({"set": ["text.window_radius=2"]})).unwrap(),
+        )
+        .await;
+    assert_eq!(status, 409);
+    let status = follow(&client, Some(&mut lines)).await;
+    assert_eq!(status["phase"], "swapped", "{status}");
+    assert_eq!(status["serving"], "index.2", "{status}");
+    for _ in 0..3 {
+        send_edit(&client, &mut lines).await;
+    }
+    last_edit_found(&client, &lines).await;
+
+    // 2. Another radius on top: the int8 model is kept (its vectors too), not reset to the
+    // configuration file's fp32.
+    let status = while_editing(
+        &client,
+        "/v1/admin/migrations",
+        json!({"set": ["text.window_radius=2"]}),
+        &mut lines,
+    )
+    .await;
+    assert_eq!(status["phase"], "swapped", "{status}");
+    assert_eq!(status["serving"], "index.3", "{status}");
+    let embedded: u64 = status["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["embedded"].as_u64().unwrap())
+        .sum();
+    let copied: u64 = status["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["copied"].as_u64().unwrap())
+        .sum();
+    assert!(
+        embedded < copied * 3,
+        "kept vectors: {embedded} sentences embedded for {copied} documents"
+    );
+    send_edit(&client, &mut lines).await;
+    last_edit_found(&client, &lines).await;
+
+    // 3. Rollback to index.2, brought up to date first, with edits arriving meanwhile.
+    let status = while_editing(
+        &client,
+        "/v1/admin/migrations/rollback",
+        json!({}),
+        &mut lines,
+    )
+    .await;
+    assert_eq!(status["phase"], "rolled_back", "{status}");
+    assert_eq!(status["serving"], "index.2", "{status}");
+    send_edit(&client, &mut lines).await;
+    last_edit_found(&client, &lines).await;
+
+    searching.abort();
+    let (_, metrics) = client.get("/metrics").await;
+    for series in [
+        "casement_migrations_total{outcome=\"swapped\"} 2",
+        "casement_migrations_total{outcome=\"rolled_back\"} 1",
+        "casement_migrations_total{outcome=\"failed\"} 0",
+        "casement_migration_in_progress 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} in:\n{metrics}"
+        );
+    }
+    assert!(
+        client
+            .metric("casement_migration_sentences_embedded_total")
+            .await
+            > 0.0
+    );
+    casement_testkit::metrics_doc::assert_served_as_documented(
+        &metrics,
+        &["casement_migration"],
+        &[],
+    );
+    let (_, openapi) = client.get("/openapi.json").await;
+    let openapi: Value = serde_json::from_str(&openapi).unwrap();
+    assert!(openapi["paths"]["/v1/admin/migrations"]["post"].is_object());
+    assert!(openapi["components"]["schemas"]["MigrationStatus"].is_object());
+    let (searches, failures) = (
+        searches.load(Ordering::Relaxed),
+        failures.load(Ordering::Relaxed),
+    );
+    assert!(searches > 20, "{searches} searches");
+    assert_eq!(
+        failures, 0,
+        "{failures} of {searches} searches failed or came back empty"
+    );
+    casement.stop();
+    eprintln!("{} edits; {searches} searches", lines.len());
+
+    // index.2 (int8, radius 3) is served again and holds every edit: a fresh int8 backfill.
+    let data = dir.path().join("data");
+    let served = open(data.join("index.2"));
+    assert_eq!(edits_held(&served).await, lines.len());
+    let all = log_with(dir.path(), "all.jsonl", &lines);
+    assert_same_index(
+        &served,
+        &backfill(&dir.path().join("fresh-int8"), &all, &INT8_ENV),
+    )
+    .await;
+    // index.3 (int8, radius 2) holds the edits up to the rollback's pause, none missing.
+    let replaced = open(data.join("index.3"));
+    let held = edits_held(&replaced).await;
+    assert!(held > 4, "{held} edits");
+    let upto = log_with(dir.path(), "upto.jsonl", &lines[..held]);
+    let radius_2 = [
+        INT8_ENV[0],
+        INT8_ENV[1],
+        ("CASEMENT__TEXT__WINDOW_RADIUS", "2"),
+        ("CASEMENT__SEARCH__INDEXED_WINDOW_RADIUS", "2"),
+    ];
+    assert_same_index(
+        &replaced,
+        &backfill(&dir.path().join("fresh-radius-2"), &upto, &radius_2),
+    )
+    .await;
+}
+
+/// `casement run` killed (SIGKILL) in the middle of an online migration: the same request
+/// to the restarted service resumes it, copying only what the first did not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_online_migration_killed_with_the_service_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = support::write_config(dir.path(), &format!("[eval]\ngolden = \"{}\"\n", golden()));
+    let log = sample_log();
+    let args = ["--replay", log.to_str().unwrap()];
+    let request = serde_json::to_vec(&json!({"set": INT8})).unwrap();
+    let mut first = support::Casement::start_with(
+        dir.path(),
+        &config,
+        &args,
+        &[("CASEMENT_MIGRATE_STALL_AFTER", "2")],
+    );
+    first.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
+    let client = support::Client::new(&first.base);
+    let (status, answer) = client
+        .post_raw("/v1/admin/migrations", request.clone())
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    support::eventually(
+        Duration::from_secs(60),
+        "the migration reaches its kill point",
+        || async { first.stderr_text().contains("stalled after 2 documents") },
+    )
+    .await;
+    drop(first); // SIGKILL
+    let data = dir.path().join("data");
+    assert_eq!(serving(&data)["index"], "index");
+    assert_eq!(serving(&data)["migration"]["target"], "index.2");
+
+    let mut second = support::Casement::start(dir.path(), &config, &args);
+    second.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
+    let client = support::Client::new(&second.base);
+    let (status, answer) = client.post_raw("/v1/admin/migrations", request).await;
+    assert_eq!(status, 202, "{answer}");
+    let status = follow(&client, None).await;
+    assert_eq!(status["phase"], "swapped", "{status}");
+    assert_eq!(status["serving"], "index.2", "{status}");
+    let first_pass = &status["passes"][0];
+    assert_eq!(
+        first_pass["copied"].as_u64().unwrap() + 2,
+        first_pass["documents"].as_u64().unwrap(),
+        "the two documents copied before the kill are not copied again: {status}"
+    );
+    let stderr = second.stop();
+    assert!(
+        stderr.contains("resuming the migration into index.2"),
+        "{stderr}"
+    );
+    assert_same_index(
+        &open(data.join("index.2")),
+        &backfill(&dir.path().join("fresh-int8"), &log, &INT8_ENV),
+    )
+    .await;
+}
