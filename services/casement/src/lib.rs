@@ -16,6 +16,7 @@ pub mod engine;
 pub mod eval;
 pub mod metrics;
 pub mod migrate;
+pub mod pointer;
 pub mod progress;
 pub mod run;
 pub mod sample;

@@ -109,6 +109,10 @@ impl Store for AnyStore {
         dispatch!(self, s => s.record_settings(settings).await)
     }
 
+    fn bind_settings(&self, ours: &crate::IndexSettings, access: crate::Access) {
+        dispatch!(self, s => s.bind_settings(ours, access))
+    }
+
     async fn sync(&self) -> Result<()> {
         dispatch!(self, s => s.sync().await)
     }

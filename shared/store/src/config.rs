@@ -42,6 +42,11 @@ pub struct StoreConfig {
     /// `metadata.<key>`, created at open (also for a store that exists already). A filter
     /// on a key not listed here is refused (422), so no search scans unindexed payloads.
     pub indexed_metadata: Vec<String>,
+    /// On a server, open `collection` itself (created without an alias when missing), not
+    /// the collection an alias of that name points at: a migration's new collection and its
+    /// serving one. Not configurable.
+    #[serde(skip)]
+    pub exact_collection: bool,
 }
 
 /// Most keys in `store.indexed_metadata`.
@@ -57,6 +62,7 @@ impl Default for StoreConfig {
             bm25: Bm25Settings::default(),
             rrf_k: 10,
             indexed_metadata: Vec::new(),
+            exact_collection: false,
         }
     }
 }
@@ -121,6 +127,13 @@ pub struct ServerSettings {
     pub api_key: Option<casement_config::Secret>,
     pub timeout_secs: u64,
     pub connect_timeout_secs: u64,
+    /// How often a running service looks where the collection alias points (`casement
+    /// migrate` moves it). A query service follows a move to a collection of its model and
+    /// window radius; otherwise reads stay on the collection this process started on (kept
+    /// for a rollback) and writes are refused (retried, nothing committed past them) until
+    /// the process restarts with the new settings. `casement migrate` waits 2 × this +
+    /// `timeout_secs` after a swap, then copies what was written meanwhile. 0: never.
+    pub follow_secs: u64,
 }
 
 impl Default for ServerSettings {
@@ -130,6 +143,7 @@ impl Default for ServerSettings {
             api_key: None,
             timeout_secs: 10,
             connect_timeout_secs: 5,
+            follow_secs: 5,
         }
     }
 }
@@ -160,9 +174,13 @@ impl Default for Bm25Settings {
 
 impl StoreConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if self.collection.is_empty()
-            || !self
-                .collection
+        // A migration's collections are `<collection>.<n>`.
+        let name = match self.collection.rsplit_once('.') {
+            Some((name, n)) if self.exact_collection && n.parse::<u64>().is_ok() => name,
+            _ => self.collection.as_str(),
+        };
+        if name.is_empty()
+            || !name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         {

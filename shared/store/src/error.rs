@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-/// Store errors. `Unavailable` and `Backend` are worth retrying (the indexer backs off);
+/// Store errors. `Unavailable`, `Backend` and `Moved` are worth retrying (the indexer backs off);
 /// the others are bugs or misconfiguration and are not.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -47,6 +47,18 @@ pub enum Error {
         differences: String,
         access: crate::Access,
     },
+    /// The collection alias this process opened now names a collection made with other
+    /// settings (a migration swapped it): this process writes nothing until it restarts
+    /// with them. Transient: the pipeline retries and commits nothing past the event.
+    #[error(
+        "the collection alias `{alias}` now names `{target}`, made with other settings ({differences});          this process writes nothing to `{collection}` (kept for a rollback) and waits: restart it          with the settings `casement migrate` printed"
+    )]
+    Moved {
+        alias: String,
+        collection: String,
+        target: String,
+        differences: String,
+    },
     #[error("a stored point of {doc_id} has a payload Casement cannot read: {message}")]
     Payload { doc_id: String, message: String },
 }
@@ -54,7 +66,10 @@ pub enum Error {
 impl Error {
     /// Whether retrying the same call later can succeed.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Self::Unavailable(_) | Self::Backend { .. })
+        matches!(
+            self,
+            Self::Unavailable(_) | Self::Backend { .. } | Self::Moved { .. }
+        )
     }
 
     pub(crate) fn backend(operation: &'static str, error: impl std::fmt::Display) -> Self {

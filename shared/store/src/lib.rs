@@ -39,9 +39,10 @@ pub use documents::IndexedDocument;
 pub use edge::{ClosedStore, EdgeStore, copy_tree};
 pub use error::{Error, Result};
 pub use probe::StoreProbe;
-pub use server::ServerStore;
+pub use server::{Aliases, ServerStore};
 pub use settings::{
     Access, IndexSettings, SAME_MODEL_COSINE, SETTINGS_PROBE, SettingsCheck, check_settings,
+    differences as settings_differences,
 };
 
 /// What [`Store::apply`] did with a plan.
@@ -246,6 +247,11 @@ pub trait Store: Send + Sync {
 
     /// Records what the index is made with, durably (replacing what was recorded).
     fn record_settings(&self, settings: &IndexSettings) -> impl Future<Output = Result<()>> + Send;
+
+    /// This process's settings and how it uses the index, once [`check_settings`] found
+    /// them fit: what a store that can be moved under the process (a Qdrant collection
+    /// alias a migration swaps) compares the new collection with. Others ignore it.
+    fn bind_settings(&self, _ours: &IndexSettings, _access: Access) {}
 
     /// Makes every write that returned before this call durable: one flush of the
     /// write-ahead log and segments covers the writes of many events (group commit). A

@@ -82,6 +82,7 @@ pub async fn check_settings<S: Store>(
     access: Access,
 ) -> Result<SettingsCheck> {
     let Some(theirs) = store.settings().await? else {
+        store.bind_settings(ours, access);
         if access == Access::Read {
             return Ok(SettingsCheck::Unrecorded);
         }
@@ -89,6 +90,20 @@ pub async fn check_settings<S: Store>(
         store.record_settings(ours).await?;
         return Ok(SettingsCheck::Recorded { documents });
     };
+    let differences = differences(&theirs, ours, access);
+    if differences.is_empty() {
+        store.bind_settings(ours, access);
+        return Ok(SettingsCheck::Match);
+    }
+    Err(Error::Settings {
+        differences: differences.join("; "),
+        access,
+    })
+}
+
+/// What keeps a process with settings `ours` from using an index made with `theirs`, as
+/// `access` needs them (empty: nothing).
+pub fn differences(theirs: &IndexSettings, ours: &IndexSettings, access: Access) -> Vec<String> {
     let mut differences = Vec::new();
     let (same_model, cosine) = theirs.same_model(ours);
     if !same_model {
@@ -115,11 +130,5 @@ pub async fn check_settings<S: Store>(
             theirs.context, ours.context
         ));
     }
-    if differences.is_empty() {
-        return Ok(SettingsCheck::Match);
-    }
-    Err(Error::Settings {
-        differences: differences.join("; "),
-        access,
-    })
+    differences
 }

@@ -72,3 +72,141 @@ scenario!(sparse_channel_finds_identifier);
 scenario!(tenant_filter);
 scenario!(metadata_filter);
 scenario!(cut_off_write_heals, 1);
+
+/// Casement's collections are behind an alias (`<name>.1` behind `<name>`). When a
+/// migration moves the alias: a reader of the same model and radius follows it, a writer
+/// stays and refuses every write (transiently: the pipeline retries, commits nothing) until
+/// the alias comes back, and a reader of another model keeps reading its own collection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alias_moves_are_followed_or_refused() {
+    use casement_store::{Access, Aliases, Error, IndexSettings, Store, check_settings};
+    use std::time::{Duration, Instant};
+
+    let Some(mut server) = Server::new("alias") else {
+        return;
+    };
+    server.config.server.follow_secs = 1;
+    let aliases = Aliases::connect(&server.config).expect("connects");
+    let alias = server.config.collection.clone();
+    let first = format!("{alias}.1");
+    let ours = IndexSettings {
+        model: "all-minilm-l6-v2:fp32".into(),
+        dimension: DIMENSION,
+        probe: contract::embed(&[casement_store::SETTINGS_PROBE.to_owned()]).remove(0),
+        window_radius: 3,
+        context: "structural".into(),
+    };
+
+    let writer = server.open().await;
+    assert_eq!(writer.alias(), Some(alias.as_str()));
+    assert_eq!(writer.collection(), first);
+    assert_eq!(aliases.target().await.expect("target"), Some(first.clone()));
+    check_settings(&writer, &ours, Access::Write)
+        .await
+        .expect("records");
+    contract::index(
+        &writer,
+        &contract::markdown("guide", 1, None, contract::GUIDE),
+    )
+    .await;
+    let reader = server.open().await;
+    check_settings(&reader, &ours, Access::Read)
+        .await
+        .expect("matches");
+    let mut other_model = ours.clone();
+    other_model.model = "other:int8".into();
+    other_model.probe = contract::embed(&["another probe text altogether".to_owned()]).remove(0);
+    let other_reader = server.open().await;
+    other_reader.bind_settings(&other_model, Access::Read);
+
+    // A collection of the same settings, holding another document.
+    let mut exact = server.config.clone();
+    exact.collection = format!("{alias}.2");
+    exact.exact_collection = true;
+    let second = ServerStore::open(&exact, DIMENSION).await.expect("opens");
+    assert_eq!(second.alias(), None);
+    second.record_settings(&ours).await.expect("records");
+    contract::index(
+        &second,
+        &contract::markdown("faq", 1, None, contract::GUIDE),
+    )
+    .await;
+    assert_eq!(
+        aliases.numbered().await.expect("numbered"),
+        vec![(1, first.clone()), (2, exact.collection.clone())]
+    );
+    aliases.point_at(&exact.collection).await.expect("moves");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reader.collection() != exact.collection {
+        assert!(
+            Instant::now() < deadline,
+            "the reader did not follow the alias"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let listed = |store: &ServerStore| {
+        let store = store.clone();
+        async move {
+            store
+                .documents()
+                .await
+                .expect("documents")
+                .into_iter()
+                .map(|d| d.doc_id)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(&reader).await, ["faq"]);
+    // The writer stays on its collection and refuses writes, naming the move.
+    let revision = contract::markdown("guide", 2, None, "# Deploying\n\nChanged.\n");
+    let refused = loop {
+        let current = writer.records("guide").await.expect("records");
+        let (plan, _) =
+            casement_text::plan_upsert(&current, &revision, &Default::default()).expect("plan");
+        match writer.apply(&plan, &contract::plan_vectors(&plan)).await {
+            Err(error) => break error,
+            Ok(_) => {
+                // Applied before the writer looked: undo nothing, the point is the refusal.
+                assert!(Instant::now() < deadline, "the writer never refused");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert!(matches!(refused, Error::Moved { .. }), "{refused}");
+    assert!(refused.is_transient());
+    assert!(refused.to_string().contains(&exact.collection), "{refused}");
+    assert_eq!(writer.collection(), first);
+    assert_eq!(listed(&writer).await, ["guide"]);
+    assert_eq!(other_reader.collection(), first);
+    assert_eq!(listed(&other_reader).await, ["guide"]);
+
+    // The alias back: the writer writes again.
+    aliases.point_at(&first).await.expect("moves back");
+    let revision = contract::markdown("guide", 3, None, "# Deploying\n\nChanged again.\n");
+    loop {
+        let current = writer.records("guide").await.expect("records");
+        let (plan, _) =
+            casement_text::plan_upsert(&current, &revision, &Default::default()).expect("plan");
+        match writer.apply(&plan, &contract::plan_vectors(&plan)).await {
+            Ok(_) => break,
+            Err(Error::Moved { .. }) if Instant::now() < deadline + Duration::from_secs(20) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("the writer did not resume: {error}"),
+        }
+    }
+    assert_eq!(
+        writer
+            .document("guide")
+            .await
+            .expect("state")
+            .map(|s| s.revision),
+        Some(3)
+    );
+    // Deleting the collection the alias names is refused (it would take the alias along).
+    assert!(aliases.drop_collection(&first).await.is_err());
+    aliases.drop_all().await.expect("tear down");
+    assert_eq!(aliases.target().await.expect("target"), None);
+    assert!(aliases.numbered().await.expect("numbered").is_empty());
+}

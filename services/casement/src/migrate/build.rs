@@ -16,7 +16,7 @@ use casement_store::{AnyStore, Store};
 use serde::Serialize;
 
 use crate::config::CasementConfig;
-use crate::serving::Serving;
+use crate::pointer::Pointer;
 
 /// An index of the data directory, open under the configuration it is (to be) built with.
 #[derive(Clone)]
@@ -41,6 +41,7 @@ impl Opened {
     /// reusing `model` when the embedder is the same), and checks or records its settings
     /// as a writer does.
     pub async fn open(
+        pointer: &Pointer,
         name: &str,
         config: &CasementConfig,
         reuse: Option<(&CasementConfig, &Arc<dyn Embed>)>,
@@ -49,11 +50,10 @@ impl Opened {
             Some((other, model)) if other.embedder == config.embedder => model.clone(),
             _ => factory::load_model(&config.embedder).await?,
         };
-        let mut store_config = config.store();
-        store_config.edge.path = Serving::dir(&config.data_dir, name);
+        let store_config = pointer.store_config(config, name);
         let store = AnyStore::open(&store_config, model.dimension())
             .await
-            .with_context(|| format!("opening the index {}", store_config.edge.path.display()))?;
+            .with_context(|| format!("opening the index {name}"))?;
         factory::check_index_settings(&store, &model, processor_config(config)).await?;
         Ok(Self {
             name: name.to_owned(),
@@ -195,6 +195,54 @@ pub async fn final_pass(source: &AnyStore, target: &Opened) -> anyhow::Result<Pa
         again.copied
     );
     Ok(pass)
+}
+
+/// After a swap on a Qdrant server: other processes (indexers, query services) may have
+/// written the replaced collection until they noticed the alias move, which each does
+/// within `store.server.follow_secs` (and a write under way within `timeout_secs`). Waits
+/// that long, then copies what they wrote. Writers with the old settings write nothing
+/// after that, and their events wait uncommitted for their restart with the new settings.
+pub async fn settle(
+    pointer: &Pointer,
+    config: &CasementConfig,
+    replaced: &AnyStore,
+    served: &Opened,
+) -> anyhow::Result<()> {
+    if !matches!(pointer, Pointer::Alias(_)) {
+        return Ok(());
+    }
+    let server = &config.store.server;
+    if server.follow_secs == 0 {
+        eprintln!(
+            "store.server.follow_secs = 0: running services never notice the swap; restart \
+             them now with the pairs below (indexers with the old settings would keep writing \
+             the replaced collection)"
+        );
+    }
+    let wait = Duration::from_secs(2 * server.follow_secs + server.timeout_secs);
+    eprintln!(
+        "waiting {} s for the services on the replaced collection to notice the swap \
+         (2 x store.server.follow_secs + timeout_secs), then copying what they wrote",
+        wait.as_secs()
+    );
+    tokio::time::sleep(wait).await;
+    let migration = Migration {
+        source: replaced.clone(),
+        target: Arc::new(served.processor(&Metrics::new())?),
+        concurrency: 4 * served.config.pipeline.embed_concurrency.max(1),
+        sync_every: 64,
+        stop_after: None,
+        reuse_vectors: same_model(replaced, &served.store).await?,
+    };
+    // One pass: a document the served collection holds at a newer revision (an indexer
+    // restarted with the new settings wrote it) differs from the replaced one for good, and
+    // its copy is fenced (stale).
+    let pass = migration.pass(&()).await?;
+    eprintln!(
+        "caught up: {} documents copied from the replaced collection after the swap ({} sentences embedded)",
+        pass.copied, pass.embedded
+    );
+    Ok(())
 }
 
 /// The golden set's figures for both indexes, and whether the new one may be served.

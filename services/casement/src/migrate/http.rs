@@ -132,7 +132,10 @@ async fn rollback(
         })?
     };
     check_keep_hours(request.keep_hours)?;
-    Ok((StatusCode::ACCEPTED, Json(online.start_rollback(request)?)))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(online.start_rollback(request).await?),
+    ))
 }
 
 async fn status(

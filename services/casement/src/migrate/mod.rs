@@ -1,14 +1,20 @@
 //! `casement migrate --set KEY=VALUE ...`: the index built anew under another embedding
 //! model, enrichment or window radius, from the records the serving index stores (no call
-//! to the CMS; `casement_pipeline::migrate`), in a directory of its own, while the serving
-//! index is only read. Then the quality gate: the golden set on both, side by side; the new
-//! index must not be worse by more than `--margin` in recall@k or MRR@k (or `--force`).
-//! Then the swap: `serving.json` ([`crate::serving`]) names the new index, atomically; the
-//! old one is kept `--keep-hours` for `casement migrate --rollback`.
+//! to the CMS; `casement_pipeline::migrate`), in a directory (embedded store) or a
+//! collection (Qdrant server) of its own, while the serving index is only read. Then the
+//! quality gate: the golden set on both, side by side; the new index must not be worse by
+//! more than `--margin` in recall@k or MRR@k (or `--force`). Then the swap
+//! ([`crate::pointer`]): `serving.json` names the new index, or the collection alias
+//! `store.collection` on the server, atomically; the old one is kept `--keep-hours` for
+//! `casement migrate --rollback`. On a server, the services running beside the migration
+//! notice the swap ([`casement_store::Aliases`]: query services of the same model and
+//! radius follow it, the others stay on the old collection and writers with the old
+//! settings write nothing until restarted with the printed pairs); the migration waits for
+//! them and copies what they wrote to the old collection before they noticed.
 //!
-//! A killed migration resumes where it stopped: `serving.json` records it before the new
-//! index is created, and a pass copies only documents the new index does not hold as the
-//! serving one does. Exit codes: 0 swapped (or rolled back), 1 refused by the gate (the new
+//! A killed migration resumes where it stopped: the pointer records it (a new directory
+//! before it is created, a new collection in its metadata), and a pass copies only
+//! documents the new index does not hold as the serving one does. Exit codes: 0 swapped (or rolled back), 1 refused by the gate (the new
 //! index is kept: the same command resumes it and `--force` swaps it), 2 could not run.
 
 pub mod build;
@@ -17,7 +23,6 @@ pub mod http;
 pub mod metrics;
 pub mod online;
 
-use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -25,7 +30,7 @@ use casement_pipeline::factory;
 use casement_store::AnyStore;
 
 use crate::config::CasementConfig;
-use crate::serving::{Previous, Serving, Underway, now};
+use crate::pointer::Pointer;
 use build::{Lines, Opened};
 pub use config::{ConfigSource, changed, reverse, set_as_env};
 
@@ -52,20 +57,19 @@ pub async fn command(
     target: CasementConfig,
     args: MigrateArgs,
 ) -> anyhow::Result<u8> {
-    let data_dir = config.data_dir.clone();
-    check_embedded(&config)?;
+    let pointer = Pointer::of(&config)?;
     // What brings the serving configuration back (a rollback's): checked before the copy.
     let restore = reverse(&args.set, &config)?;
-    let mut serving = Serving::load(&data_dir)?;
-    forget_expired(&mut serving, &data_dir)?;
-    let name = begin(&mut serving, &data_dir, &args.set)?;
+    let mut serving = pointer.load().await?;
+    pointer.forget_expired(&mut serving).await?;
+    let name = pointer.begin(&mut serving, &args.set).await?;
     eprintln!(
         "migrating {} -> {name} (changing {}); loading the models",
         serving.index,
         changed(&config, &target).join(", ")
     );
     let source_model = factory::load_model(&config.embedder).await?;
-    let source = AnyStore::open(&config.store(), source_model.dimension())
+    let source = AnyStore::open(&pointer.store_config(&config, &serving.index), source_model.dimension())
         .await
         .context("opening the serving index (is a service running on this data directory? `casement migrate --url` asks it)")?;
     // The serving configuration must describe the serving index.
@@ -76,7 +80,8 @@ pub async fn command(
     )
     .await?;
     build::check_source(&source, &target).await?;
-    let new = Opened::open(&name, &target, Some((&config, &source_model))).await?;
+    let new = Opened::open(&pointer, &name, &target, Some((&config, &source_model))).await?;
+    pointer.opened(&name, &args.set).await?;
     let started = Instant::now();
     new.store.set_bulk(true);
     let passes = build::copy(&source, &new, args.max_passes, None, &Lines::boxed).await?;
@@ -99,7 +104,6 @@ pub async fn command(
     )
     .await?;
     gate.print();
-    drop((new, source));
     if !gate.passed {
         eprintln!(
             "refused: the new index {name} is kept; the same command resumes it (--force swaps it), \
@@ -107,163 +111,75 @@ pub async fn command(
         );
         return Ok(REFUSED);
     }
-    let old = swap(&mut serving, &data_dir, &name, restore, args.keep_hours)?;
+    let old = pointer
+        .swap(&mut serving, &name, restore, args.keep_hours)
+        .await?;
     println!(
         "swapped: {} now serves {name}; {old} is kept {} h for `casement migrate --rollback`",
-        data_dir.display(),
+        pointer.describe(),
         args.keep_hours
     );
-    println!("set in the configuration every service of this data directory starts with:");
+    build::settle(&pointer, &config, &source, &new).await?;
+    drop((new, source));
+    println!("set in the configuration every service of this index starts with:");
     for pair in &args.set {
         println!("  {pair}");
     }
     Ok(SWAPPED)
 }
 
-/// `casement migrate` manages the index directories of the data directory.
-pub fn check_embedded(config: &CasementConfig) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        config.store.backend == casement_store::Backend::Edge,
-        "store.backend = \"server\": casement migrate swaps embedded indexes (a Qdrant server's \
-         collection alias is not built yet)"
-    );
-    anyhow::ensure!(
-        config.store.edge.path.as_os_str().is_empty(),
-        "store.edge.path is set: casement migrate manages the index directories of data_dir \
-         (index, index.2, ...); leave store.edge.path unset"
-    );
-    Ok(())
-}
-
-/// The directory a migration builds: the one a killed migration with the same pairs was
-/// building (resumed), else a new one, recorded before it is created.
-pub fn begin(serving: &mut Serving, data_dir: &Path, set: &[String]) -> anyhow::Result<String> {
-    match &serving.migration {
-        Some(underway) if underway.set == set => {
-            eprintln!("resuming the migration into {}", underway.target);
-            Ok(underway.target.clone())
-        }
-        other => {
-            if let Some(stale) = other {
-                eprintln!(
-                    "discarding the unfinished migration into {} ({}): another was asked",
-                    stale.target,
-                    stale.set.join(" ")
-                );
-                remove_index(data_dir, &stale.target)?;
-            }
-            let name = serving.next_name(data_dir);
-            serving.migration = Some(Underway {
-                target: name.clone(),
-                set: set.to_vec(),
-            });
-            serving.save(data_dir)?;
-            Ok(name)
-        }
-    }
-}
-
-/// Points `serving.json` at `name`, keeping the index it served for a rollback (with the
-/// pairs that rebuild its configuration); an older kept index is deleted. Returns the
-/// index replaced.
-pub fn swap(
-    serving: &mut Serving,
-    data_dir: &Path,
-    name: &str,
-    restore: Vec<String>,
-    keep_hours: u64,
-) -> anyhow::Result<String> {
-    let old = std::mem::replace(&mut serving.index, name.to_owned());
-    let replaced = serving.previous.replace(Previous {
-        index: old.clone(),
-        keep_until: now().saturating_add(keep_hours.saturating_mul(3600)),
-        restore,
-    });
-    if serving.migration.as_ref().is_some_and(|m| m.target == name) {
-        serving.migration = None;
-    }
-    serving.save(data_dir)?;
-    // The pointer is written: the swap happened, whatever becomes of the older index.
-    if let Some(replaced) = replaced.filter(|r| r.index != name && r.index != old)
-        && let Err(error) = remove_index(data_dir, &replaced.index)
-    {
-        tracing::warn!(error = format!("{error:#}"), index = %replaced.index, "the index kept before could not be deleted; delete it by hand");
-    }
-    Ok(old)
-}
-
 /// `casement migrate --rollback`: the index the last migration replaced, brought up to
 /// date with what was indexed since (copied from the serving index under its own
-/// configuration, rebuilt from the pairs `serving.json` keeps) and served again; the
+/// configuration, rebuilt from the pairs the pointer keeps) and served again; the
 /// replaced one is kept for as long, so a rollback can be rolled back.
 pub async fn rollback(
     config: CasementConfig,
     source: ConfigSource,
     keep_hours: u64,
 ) -> anyhow::Result<u8> {
-    let data_dir = config.data_dir.clone();
-    check_embedded(&config)?;
-    let mut serving = Serving::load(&data_dir)?;
+    let pointer = Pointer::of(&config)?;
+    let mut serving = pointer.load().await?;
     let Some(previous) = serving.previous.clone() else {
         anyhow::bail!(
             "nothing to roll back to: {} names no previous index",
-            Serving::path(&data_dir).display()
+            pointer.describe()
         );
     };
-    let dir = Serving::dir(&data_dir, &previous.index);
-    anyhow::ensure!(dir.exists(), "the previous index {} is gone", dir.display());
+    anyhow::ensure!(
+        pointer.exists(&previous.index).await?,
+        "the previous index {} is gone",
+        previous.index
+    );
     let earlier = source.target(&config, &previous.restore)?;
     let undo = reverse(&previous.restore, &config)?;
     let model = factory::load_model(&config.embedder).await?;
-    let current = AnyStore::open(&config.store(), model.dimension())
+    let current = AnyStore::open(&pointer.store_config(&config, &serving.index), model.dimension())
         .await
         .context("opening the serving index (is a service running on this data directory? `casement migrate --url` asks it)")?;
     casement_query::service::check_index_settings(&current, &model, config.text.window_radius)
         .await?;
-    let back = Opened::open(&previous.index, &earlier, Some((&config, &model))).await?;
+    let back = Opened::open(&pointer, &previous.index, &earlier, Some((&config, &model))).await?;
     eprintln!(
         "bringing {} up to date with {} before serving it again",
         previous.index, serving.index
     );
     let passes = build::copy(&current, &back, 5, None, &Lines::boxed).await?;
     back.store.optimize().await?;
-    drop((back, current));
-    let replaced = swap(&mut serving, &data_dir, &previous.index, undo, keep_hours)?;
+    let replaced = pointer
+        .swap(&mut serving, &previous.index, undo, keep_hours)
+        .await?;
     println!(
         "rolled back: {} now serves {} again ({} documents brought up to date); {replaced} is kept \
          {keep_hours} h (`casement migrate --rollback` swaps back)",
-        data_dir.display(),
+        pointer.describe(),
         previous.index,
         passes.iter().map(|p| p.copied).sum::<usize>()
     );
-    println!("set in the configuration every service of this data directory starts with:");
+    build::settle(&pointer, &config, &current, &back).await?;
+    drop((back, current));
+    println!("set in the configuration every service of this index starts with:");
     for pair in &previous.restore {
         println!("  {pair}");
     }
     Ok(SWAPPED)
-}
-
-/// Deletes the previous index once its time is up.
-pub fn forget_expired(serving: &mut Serving, data_dir: &Path) -> anyhow::Result<()> {
-    if let Some(previous) = &serving.previous
-        && previous.keep_until <= now()
-    {
-        eprintln!(
-            "deleting {}: kept for a rollback until its time ran out",
-            previous.index
-        );
-        remove_index(data_dir, &previous.index)?;
-        serving.previous = None;
-        serving.save(data_dir)?;
-    }
-    Ok(())
-}
-
-fn remove_index(data_dir: &Path, name: &str) -> anyhow::Result<()> {
-    let dir = Serving::dir(data_dir, name);
-    match std::fs::remove_dir_all(&dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("deleting {}", dir.display())),
-    }
 }

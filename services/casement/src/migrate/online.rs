@@ -9,7 +9,6 @@
 //! says where it stands (the routes and `casement migrate --url` in [`super::http`]).
 //! Operator routes: with `[auth] keys`, a key bound to no tenant.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,6 +26,7 @@ use super::config::{ConfigSource, reverse};
 use super::http::{MigrateRequest, Phase, RollbackRequest, Status};
 use super::metrics::MigrationMetrics;
 use crate::config::CasementConfig;
+use crate::pointer::Pointer;
 use crate::serving::Serving;
 
 /// Copy passes before the swap: they stop once a pass copies at most this many documents
@@ -40,7 +40,9 @@ pub(super) const MAX_KEEP_HOURS: u64 = 24 * 365 * 10;
 
 pub struct Online {
     pub source: ConfigSource,
-    pub data_dir: PathBuf,
+    /// What names the served index (`serving.json` or the server's alias); an error when
+    /// this configuration cannot migrate (`store.edge.path` set).
+    pointer: Result<Pointer, String>,
     pub slot: Arc<ProcessorSlot<AnyStore>>,
     pub app: Arc<App<AnyStore>>,
     pub pipeline_metrics: Metrics,
@@ -59,7 +61,7 @@ pub struct Online {
 impl std::fmt::Debug for Online {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Online")
-            .field("data_dir", &self.data_dir)
+            .field("pointer", &self.pointer)
             .finish_non_exhaustive()
     }
 }
@@ -75,12 +77,15 @@ impl Online {
         pipeline_metrics: Metrics,
         registry: &prometheus::Registry,
     ) -> Arc<Self> {
-        let serving = Serving::load(&config.data_dir)
-            .map(|s| s.index)
-            .unwrap_or_default();
+        let serving = match &slot.current().store {
+            AnyStore::Edge(_) => Serving::load(&config.data_dir)
+                .map(|s| s.index)
+                .unwrap_or_default(),
+            AnyStore::Server(store) => store.collection(),
+        };
         Arc::new(Self {
             source,
-            data_dir: config.data_dir.clone(),
+            pointer: Pointer::of(&config).map_err(|e| format!("{e:#}")),
             auth: config.auth.clone(),
             slot,
             app,
@@ -144,7 +149,7 @@ impl Online {
             .map_err(|_| ApiError::Conflict("a migration or rollback is under way".into()))?;
         let (running, _) = self.serving();
         let invalid = |e: anyhow::Error| ApiError::Invalid(format!("{e:#}"));
-        super::check_embedded(&running).map_err(invalid)?;
+        self.pointer()?;
         let target = self
             .source
             .target(&running, &self.pairs(&request.set))
@@ -173,19 +178,29 @@ impl Online {
         Ok(self.status())
     }
 
+    fn pointer(&self) -> Result<&Pointer, ApiError> {
+        self.pointer
+            .as_ref()
+            .map_err(|e| ApiError::Invalid(e.clone()))
+    }
+
     /// Starts a rollback to the index the last migration replaced.
-    pub fn start_rollback(self: &Arc<Self>, request: RollbackRequest) -> Result<Status, ApiError> {
+    pub async fn start_rollback(
+        self: &Arc<Self>,
+        request: RollbackRequest,
+    ) -> Result<Status, ApiError> {
         let guard = self
             .busy
             .clone()
             .try_lock_owned()
             .map_err(|_| ApiError::Conflict("a migration or rollback is under way".into()))?;
-        let serving =
-            Serving::load(&self.data_dir).map_err(|e| ApiError::Unavailable(format!("{e:#}")))?;
+        let pointer = self.pointer()?;
+        let unavailable = |e: anyhow::Error| ApiError::Unavailable(format!("{e:#}"));
+        let serving = pointer.load().await.map_err(unavailable)?;
         let previous = serving.previous.ok_or_else(|| {
             ApiError::Conflict("nothing to roll back to: no index was replaced".into())
         })?;
-        if !Serving::dir(&self.data_dir, &previous.index).exists() {
+        if !pointer.exists(&previous.index).await.map_err(unavailable)? {
             return Err(ApiError::Conflict(format!(
                 "the replaced index {} is gone",
                 previous.index
@@ -260,13 +275,15 @@ impl Online {
         restore: Vec<String>,
     ) -> anyhow::Result<Phase> {
         let (running, model) = self.serving();
-        let mut serving = Serving::load(&self.data_dir)?;
-        super::forget_expired(&mut serving, &self.data_dir)?;
-        let name = super::begin(&mut serving, &self.data_dir, &request.set)?;
+        let pointer = self.pointer().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut serving = pointer.load().await?;
+        pointer.forget_expired(&mut serving).await?;
+        let name = pointer.begin(&mut serving, &request.set).await?;
         self.update(|s| s.target = Some(name.clone()));
         let source = self.slot.current().store.clone();
         build::check_source(&source, &target).await?;
-        let new = Opened::open(&name, &target, Some((&running, &model))).await?;
+        let new = Opened::open(pointer, &name, &target, Some((&running, &model))).await?;
+        pointer.opened(&name, &request.set).await?;
         tracing::info!(index = %name, set = ?request.set, "migration: building the new index while serving the old");
         self.copy(&source, &new).await?;
         self.update(|s| s.phase = Phase::Gating);
@@ -297,7 +314,8 @@ impl Online {
         keep_hours: u64,
     ) -> anyhow::Result<Phase> {
         let (running, model) = self.serving();
-        let back = Opened::open(&index, &earlier, Some((&running, &model))).await?;
+        let pointer = self.pointer().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let back = Opened::open(pointer, &index, &earlier, Some((&running, &model))).await?;
         let source = self.slot.current().store.clone();
         tracing::info!(index = %index, "rollback: bringing the previous index up to date");
         self.copy(&source, &back).await?;
@@ -360,8 +378,11 @@ impl Online {
         let last = build::final_pass(&source, &new).await?;
         new.store.optimize().await?;
         let processor = new.processor(&self.pipeline_metrics)?;
-        let mut serving = Serving::load(&self.data_dir)?;
-        let old = super::swap(&mut serving, &self.data_dir, &new.name, restore, keep_hours)?;
+        let pointer = self.pointer().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut serving = pointer.load().await?;
+        let old = pointer
+            .swap(&mut serving, &new.name, restore, keep_hours)
+            .await?;
         self.slot.replace(&paused, processor);
         self.app.searcher.swap(
             new.store.clone(),
@@ -387,6 +408,8 @@ impl Online {
         });
         tracing::info!(serving = %new.name, replaced = %old, last_copied = last.copied, paused_ms,
             "swapped: searches and events now go to the new index");
+        // On a server, other services may have written the replaced collection meanwhile.
+        build::settle(pointer, &new.config, &source, &new).await?;
         // The replaced index closes once the searches that started on it finish.
         drop(source);
         Ok(())

@@ -8,7 +8,8 @@
 //! fresh backfill with that radius. Online, in `casement run` ([`online`]): the same while
 //! webhook edits arrive and searches run, none failing or empty; each index then equals a
 //! fresh backfill of what it holds; a migration killed with the service resumes. Real
-//! model, real Qdrant Edge.
+//! model, real Qdrant Edge. Against a Qdrant server when `QDRANT_URL` is set ([`server`]):
+//! the collection alias swapped under a running service.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +18,7 @@ mod support;
 
 mod offline;
 mod online;
+mod server;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,7 +92,7 @@ fn open(dir: PathBuf) -> EdgeStore {
 
 /// Both indexes hold the same documents (states), the same points (ids and payloads) and
 /// vectors of cosine at least 0.9999 point by point.
-async fn assert_same_index(migrated: &EdgeStore, fresh: &EdgeStore) {
+async fn assert_same_index(migrated: &impl Store, fresh: &impl Store) {
     let listing = |docs: Vec<casement_store::IndexedDocument>| {
         docs.into_iter()
             .map(|d| (d.doc_id.clone(), (d.state, d.points)))

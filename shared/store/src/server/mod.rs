@@ -1,18 +1,24 @@
 //! Qdrant server backend through `qdrant-client` (gRPC): for users who run Qdrant or a
 //! Qdrant cluster. The collection is created when missing, with the same schema as on
-//! Edge; every write waits until applied (`wait=true`).
+//! Edge, as `<store.collection>.1` behind an alias named `store.collection` (so that
+//! `casement migrate` can swap another in: [`alias`]); every write waits until applied
+//! (`wait=true`).
 
+mod alias;
 mod read;
 mod write;
+
+pub use alias::Aliases;
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
 use qdrant_client::qdrant::{
-    CollectionStatus, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder, Distance,
-    FieldType as QdrantFieldType, Modifier, SparseVectorParamsBuilder, SparseVectorsConfigBuilder,
-    VectorParamsBuilder, VectorsConfigBuilder, vectors_config::Config as VectorsConfigKind,
+    CollectionStatus, CreateAliasBuilder, CreateCollectionBuilder,
+    CreateFieldIndexCollectionBuilder, Distance, FieldType as QdrantFieldType, Modifier,
+    SparseVectorParamsBuilder, SparseVectorsConfigBuilder, VectorParamsBuilder,
+    VectorsConfigBuilder, vectors_config::Config as VectorsConfigKind,
 };
 use qdrant_client::{Qdrant, QdrantError};
 use uuid::Uuid;
@@ -27,7 +33,13 @@ use crate::{Applied, Hit, HybridQuery, Store, StoreStats};
 #[derive(Clone)]
 pub struct ServerStore {
     client: std::sync::Arc<Qdrant>,
-    collection: String,
+    /// The collection read and written: `alias`'s, resolved at open and again when a
+    /// migration moves the alias ([`alias`]).
+    collection: std::sync::Arc<std::sync::RwLock<String>>,
+    /// `store.collection` when it names an alias (collections Casement creates are behind
+    /// one); `None` for a collection made before that, or opened exactly.
+    alias: Option<String>,
+    follow: std::sync::Arc<alias::Follow>,
     bm25: std::sync::Arc<Bm25>,
     dimension: usize,
     rrf_k: usize,
@@ -36,7 +48,8 @@ pub struct ServerStore {
 impl std::fmt::Debug for ServerStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerStore")
-            .field("collection", &self.collection)
+            .field("collection", &self.collection())
+            .field("alias", &self.alias)
             .field("dimension", &self.dimension)
             .finish_non_exhaustive()
     }
@@ -56,6 +69,17 @@ fn grpc(operation: &'static str) -> impl FnOnce(QdrantError) -> Error {
     }
 }
 
+/// A client of the server `settings` names.
+fn client(settings: &crate::config::ServerSettings) -> Result<Qdrant> {
+    Qdrant::from_url(&settings.url)
+        .api_key(settings.api_key.as_ref().map(|key| key.expose().to_owned()))
+        .timeout(Duration::from_secs(settings.timeout_secs))
+        .connect_timeout(Duration::from_secs(settings.connect_timeout_secs))
+        .skip_compatibility_check()
+        .build()
+        .map_err(|e| Error::Config(format!("store.server: {e}")))
+}
+
 /// gRPC status codes worth a retry (numbering of the gRPC specification).
 const GRPC_DEADLINE_EXCEEDED: i32 = 4;
 const GRPC_UNAVAILABLE: i32 = 14;
@@ -66,22 +90,66 @@ impl ServerStore {
     pub async fn open(config: &StoreConfig, dimension: usize) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
         let settings = &config.server;
-        let client = Qdrant::from_url(&settings.url)
-            .api_key(settings.api_key.as_ref().map(|key| key.expose().to_owned()))
-            .timeout(Duration::from_secs(settings.timeout_secs))
-            .connect_timeout(Duration::from_secs(settings.connect_timeout_secs))
-            .skip_compatibility_check()
-            .build()
-            .map_err(|e| Error::Config(format!("store.server: {e}")))?;
+        let client = client(settings)?;
+        let name = config.collection.clone();
+        let (alias, collection, create_alias) = if config.exact_collection {
+            (None, name, false)
+        } else if let Some(target) = alias::resolve(&client, &name).await? {
+            (Some(name), target, false)
+        } else if client
+            .collection_exists(&name)
+            .await
+            .map_err(grpc("collection exists"))?
+        {
+            // Made before Casement put its collections behind an alias.
+            (None, name, false)
+        } else {
+            (Some(name.clone()), alias::numbered(&name, 1), true)
+        };
         let store = Self {
             client: std::sync::Arc::new(client),
-            collection: config.collection.clone(),
+            collection: std::sync::Arc::new(std::sync::RwLock::new(collection)),
+            alias,
+            follow: std::sync::Arc::new(alias::Follow::new(Duration::from_secs(
+                settings.follow_secs,
+            ))),
             bm25: std::sync::Arc::new(Bm25::new(&config.bm25).map_err(Error::Config)?),
             dimension,
             rrf_k: config.rrf_k,
         };
         store.ensure_collection(&config.indexed_metadata).await?;
+        if let Some(alias) = &store.alias {
+            if create_alias {
+                store
+                    .client
+                    .create_alias(CreateAliasBuilder::new(store.collection(), alias))
+                    .await
+                    .map_err(grpc("create alias"))?;
+            }
+            alias::spawn_follower(
+                store.client.clone(),
+                alias.clone(),
+                store.collection.clone(),
+                &store.follow,
+            );
+        }
         Ok(store)
+    }
+
+    /// The collection read and written now.
+    pub fn collection(&self) -> String {
+        alias::read_name(&self.collection)
+    }
+
+    /// The alias this store was opened through (`store.collection`), if any.
+    pub fn alias(&self) -> Option<&str> {
+        self.alias.as_deref()
+    }
+
+    /// `Err(Moved)` while the alias names a collection this process may not write to.
+    pub(super) fn writable(&self) -> Result<()> {
+        self.follow
+            .writable(self.alias.as_deref(), &self.collection())
     }
 
     /// Waits until the server's optimizer has nothing left to do for the collection
@@ -93,7 +161,7 @@ impl ServerStore {
         loop {
             let info = self
                 .client
-                .collection_info(&self.collection)
+                .collection_info(self.collection())
                 .await
                 .map_err(grpc("collection info"))?
                 .result;
@@ -103,7 +171,7 @@ impl ServerStore {
                 Ok(CollectionStatus::Red) => {
                     return Err(Error::backend(
                         "collection info",
-                        format!("collection {:?} is red on the server", self.collection),
+                        format!("collection {:?} is red on the server", self.collection()),
                     ));
                 }
                 _ => {
@@ -114,19 +182,27 @@ impl ServerStore {
         }
     }
 
-    /// Drops the whole collection (tests and tear-down; the indexer never calls it).
+    /// Drops the whole collection, and the alias naming it (tests and tear-down; the
+    /// indexer never calls it).
     pub async fn delete_collection(&self) -> Result<()> {
+        if let Some(alias) = &self.alias {
+            self.client
+                .delete_alias(alias.as_str())
+                .await
+                .map_err(grpc("delete alias"))?;
+        }
         self.client
-            .delete_collection(&self.collection)
+            .delete_collection(self.collection())
             .await
             .map(drop)
             .map_err(grpc("delete collection"))
     }
 
     async fn ensure_collection(&self, indexed_metadata: &[String]) -> Result<()> {
+        let collection = self.collection();
         let exists = self
             .client
-            .collection_exists(&self.collection)
+            .collection_exists(&collection)
             .await
             .map_err(grpc("collection exists"))?;
         if exists {
@@ -144,7 +220,7 @@ impl ServerStore {
             );
             self.client
                 .create_collection(
-                    CreateCollectionBuilder::new(&self.collection)
+                    CreateCollectionBuilder::new(&collection)
                         .vectors_config(dense)
                         .sparse_vectors_config(sparse),
                 )
@@ -158,8 +234,7 @@ impl ServerStore {
             };
             self.client
                 .create_field_index(
-                    CreateFieldIndexCollectionBuilder::new(&self.collection, &field, kind)
-                        .wait(true),
+                    CreateFieldIndexCollectionBuilder::new(&collection, &field, kind).wait(true),
                 )
                 .await
                 .map_err(grpc("create payload index"))?;
@@ -170,11 +245,11 @@ impl ServerStore {
     async fn check_schema(&self) -> Result<()> {
         let info = self
             .client
-            .collection_info(&self.collection)
+            .collection_info(self.collection())
             .await
             .map_err(grpc("collection info"))?;
         let mismatch = |message: String| Error::SchemaMismatch {
-            location: format!("collection {}", self.collection),
+            location: format!("collection {}", self.collection()),
             message,
         };
         let params = info
@@ -253,5 +328,9 @@ impl Store for ServerStore {
 
     async fn record_settings(&self, settings: &crate::IndexSettings) -> Result<()> {
         self.write_settings(settings).await
+    }
+
+    fn bind_settings(&self, ours: &crate::IndexSettings, access: crate::Access) {
+        self.follow.bind(ours, access);
     }
 }

@@ -103,7 +103,7 @@ impl ServerStore {
         let response = self
             .client
             .get_points(
-                GetPointsBuilder::new(&self.collection, vec![point_id(document_point_id(doc))])
+                GetPointsBuilder::new(self.collection(), vec![point_id(document_point_id(doc))])
                     .with_payload(true)
                     .with_vectors(false),
             )
@@ -118,24 +118,7 @@ impl ServerStore {
     }
 
     pub(super) async fn read_settings(&self) -> Result<Option<crate::IndexSettings>> {
-        let response = self
-            .client
-            .get_points(
-                GetPointsBuilder::new(
-                    &self.collection,
-                    vec![point_id(crate::schema::settings_point_id())],
-                )
-                .with_payload(true)
-                .with_vectors(false),
-            )
-            .await
-            .map_err(grpc("read settings"))?;
-        response
-            .result
-            .into_iter()
-            .next()
-            .map(|point| crate::schema::settings_from_payload(json_payload(point.payload)))
-            .transpose()
+        settings_of(&self.client, &self.collection()).await
     }
 
     pub(super) async fn read_records(&self, doc: DocRef<'_>) -> Result<Vec<SentenceRecord>> {
@@ -183,7 +166,7 @@ impl ServerStore {
     ) -> Result<()> {
         let mut offset: Option<PointId> = None;
         loop {
-            let mut request = ScrollPointsBuilder::new(&self.collection)
+            let mut request = ScrollPointsBuilder::new(self.collection())
                 .filter(filter.clone())
                 .limit(SCROLL_PAGE)
                 .with_payload(with_payload.clone())
@@ -217,7 +200,7 @@ impl ServerStore {
         if !query.channels.dense() && sparse_query.is_none() {
             return Ok(Vec::new());
         }
-        let mut fused = QueryPointsBuilder::new(&self.collection)
+        let mut fused = QueryPointsBuilder::new(self.collection())
             .query(Query::new_rrf(RrfBuilder::with_k(self.rrf_k as u32)))
             .filter(filter.clone())
             .limit(query.limit as u64)
@@ -241,7 +224,7 @@ impl ServerStore {
             );
         }
         let channel = |q: &Query, using: &str| {
-            QueryPointsBuilder::new(&self.collection)
+            QueryPointsBuilder::new(self.collection())
                 .query(q.clone())
                 .using(using)
                 .filter(filter.clone())
@@ -259,7 +242,7 @@ impl ServerStore {
         // One round trip for the fused query and, when asked, the two channels alone.
         let mut results = self
             .client
-            .query_batch(QueryBatchPointsBuilder::new(&self.collection, requests))
+            .query_batch(QueryBatchPointsBuilder::new(self.collection(), requests))
             .await
             .map_err(grpc("query"))?
             .result
@@ -286,7 +269,7 @@ impl ServerStore {
             .client
             .get_points(
                 GetPointsBuilder::new(
-                    &self.collection,
+                    self.collection(),
                     ids.iter().copied().map(point_id).collect::<Vec<_>>(),
                 )
                 .with_payload(false)
@@ -334,7 +317,7 @@ impl ServerStore {
     async fn count(&self, filter: Filter) -> Result<u64> {
         self.client
             .count(
-                CountPointsBuilder::new(&self.collection)
+                CountPointsBuilder::new(self.collection())
                     .filter(filter)
                     .exact(true),
             )
@@ -342,4 +325,28 @@ impl ServerStore {
             .map(|r| r.result.map_or(0, |c| c.count))
             .map_err(grpc("count"))
     }
+}
+
+/// The settings recorded in `collection` (the settings point), if any.
+pub(super) async fn settings_of(
+    client: &qdrant_client::Qdrant,
+    collection: &str,
+) -> Result<Option<crate::IndexSettings>> {
+    let response = client
+        .get_points(
+            GetPointsBuilder::new(
+                collection,
+                vec![point_id(crate::schema::settings_point_id())],
+            )
+            .with_payload(true)
+            .with_vectors(false),
+        )
+        .await
+        .map_err(grpc("read settings"))?;
+    response
+        .result
+        .into_iter()
+        .next()
+        .map(|point| crate::schema::settings_from_payload(json_payload(point.payload)))
+        .transpose()
 }

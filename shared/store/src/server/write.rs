@@ -57,17 +57,19 @@ impl ServerStore {
     }
 
     async fn upsert(&self, points: Vec<PointStruct>) -> Result<()> {
+        self.writable()?;
         self.client
-            .upsert_points(UpsertPointsBuilder::new(&self.collection, points).wait(true))
+            .upsert_points(UpsertPointsBuilder::new(self.collection(), points).wait(true))
             .await
             .map(drop)
             .map_err(grpc("upsert"))
     }
 
     async fn delete(&self, ids: Vec<PointId>) -> Result<()> {
+        self.writable()?;
         self.client
             .delete_points(
-                DeletePointsBuilder::new(&self.collection)
+                DeletePointsBuilder::new(self.collection())
                     .points(PointsIdsList { ids })
                     .wait(true),
             )
@@ -77,8 +79,9 @@ impl ServerStore {
     }
 
     async fn set_payload(&self, payload: Map<String, Value>, target: SetTarget) -> Result<()> {
+        self.writable()?;
         let builder =
-            SetPayloadPointsBuilder::new(&self.collection, Payload::from(payload)).wait(true);
+            SetPayloadPointsBuilder::new(self.collection(), Payload::from(payload)).wait(true);
         let builder = match target {
             SetTarget::Point(id) => builder.points_selector(PointsIdsList {
                 ids: vec![point_id(id)],

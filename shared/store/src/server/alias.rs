@@ -1,0 +1,365 @@
+//! Collections behind an alias. Casement creates a server collection as `<name>.1` behind
+//! the alias `<name>` (`store.collection`), so that `casement migrate` can build another
+//! (`<name>.2`, ...) beside it and move the alias, which Qdrant does atomically for every
+//! reader (one alias operation, applied under its collections lock).
+//!
+//! A process resolves the alias when it opens the store and keeps that collection. Every
+//! `store.server.follow_secs` it looks where the alias points:
+//! - at its own collection: nothing to do (also after a rollback brought it back);
+//! - at a collection whose recorded settings fit this process, when it only reads (a query
+//!   service: same model, dimension and window radius): its reads move there;
+//! - otherwise it keeps reading its collection (kept for a rollback, and consistent with
+//!   its model) and refuses every write with [`Error::Moved`], which the pipeline retries
+//!   without committing past the event: an indexer with the old model never writes old
+//!   vectors into the new collection, and restarted with the new settings it opens the new
+//!   collection and goes on from its last commit. A writer never follows: the plans it
+//!   computed against one collection must not be applied to another.
+//!
+//! [`Aliases`] are the operations `casement migrate` needs: where the alias points, the
+//! numbered collections beside it, a record of the migration kept in each collection's
+//! metadata, and the move itself.
+
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use qdrant_client::Qdrant;
+use qdrant_client::qdrant::{CreateAliasBuilder, UpdateCollectionBuilder};
+
+use super::grpc;
+use crate::config::StoreConfig;
+use crate::error::{Error, Result};
+use crate::settings::{Access, IndexSettings, differences};
+
+/// The `n`th collection behind `alias`: `<alias>.<n>`.
+pub fn numbered(alias: &str, n: u64) -> String {
+    format!("{alias}.{n}")
+}
+
+/// `n` of a collection `<alias>.<n>`.
+pub fn number_of(alias: &str, collection: &str) -> Option<u64> {
+    collection
+        .strip_prefix(alias)?
+        .strip_prefix('.')
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))?
+        .parse()
+        .ok()
+}
+
+/// The collection `alias` names, if it is an alias.
+pub(super) async fn resolve(client: &Qdrant, alias: &str) -> Result<Option<String>> {
+    let aliases = client
+        .list_aliases()
+        .await
+        .map_err(grpc("list aliases"))?
+        .aliases;
+    Ok(aliases
+        .into_iter()
+        .find(|a| a.alias_name == alias)
+        .map(|a| a.collection_name))
+}
+
+/// Where a process stands with respect to the alias it opened.
+#[derive(Debug)]
+pub(super) struct Follow {
+    every: Duration,
+    /// This process's settings and access, once checked at start (`Store::bind_settings`).
+    ours: RwLock<Option<(IndexSettings, Access)>>,
+    /// Set while the alias names another collection than this process's, which it may not
+    /// write to.
+    moved: RwLock<Option<Moved>>,
+}
+
+#[derive(Debug, Clone)]
+struct Moved {
+    target: String,
+    differences: String,
+}
+
+impl Follow {
+    pub(super) fn new(every: Duration) -> Self {
+        Self {
+            every,
+            ours: RwLock::new(None),
+            moved: RwLock::new(None),
+        }
+    }
+
+    pub(super) fn bind(&self, ours: &IndexSettings, access: Access) {
+        if let Ok(mut slot) = self.ours.write() {
+            *slot = Some((ours.clone(), access));
+        }
+    }
+
+    /// `Err(Moved)` while the alias names a collection this process may not write to.
+    pub(super) fn writable(&self, alias: Option<&str>, collection: &str) -> Result<()> {
+        let moved = self.moved.read().ok().and_then(|m| m.clone());
+        match (alias, moved) {
+            (Some(alias), Some(moved)) => Err(Error::Moved {
+                alias: alias.to_owned(),
+                collection: collection.to_owned(),
+                target: moved.target,
+                differences: moved.differences,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn set_moved(&self, moved: Option<Moved>) {
+        if let Ok(mut slot) = self.moved.write() {
+            *slot = moved;
+        }
+    }
+}
+
+/// Starts the task that looks where `alias` points every `follow.every` (nothing when that
+/// is zero); it ends once the store is dropped.
+pub(super) fn spawn_follower(
+    client: Arc<Qdrant>,
+    alias: String,
+    collection: Arc<RwLock<String>>,
+    follow: &Arc<Follow>,
+) {
+    if follow.every.is_zero() {
+        return;
+    }
+    let weak = Arc::downgrade(follow);
+    let every = follow.every;
+    tokio::spawn(async move {
+        let mut last_warned: Option<String> = None;
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(follow) = Weak::upgrade(&weak) else {
+                return;
+            };
+            if let Err(error) =
+                follow_once(&client, &alias, &collection, &follow, &mut last_warned).await
+            {
+                tracing::debug!(%error, alias = %alias, "could not look where the collection alias points");
+            }
+        }
+    });
+}
+
+async fn follow_once(
+    client: &Qdrant,
+    alias: &str,
+    collection: &RwLock<String>,
+    follow: &Follow,
+    last_warned: &mut Option<String>,
+) -> Result<()> {
+    let current = read_name(collection);
+    let target = match resolve(client, alias).await? {
+        Some(target) if target != current => target,
+        // Unchanged, back here after a rollback, or the alias deleted by hand (this
+        // process goes on with its collection).
+        _ => {
+            if last_warned.take().is_some() {
+                tracing::info!(alias, collection = %current, "the collection alias names this process's collection again: writes resume");
+            }
+            follow.set_moved(None);
+            return Ok(());
+        }
+    };
+    let theirs = super::read::settings_of(client, &target).await?;
+    let ours = follow.ours.read().ok().and_then(|o| o.clone());
+    let misfit = match (&theirs, &ours) {
+        (Some(theirs), Some((ours, Access::Read))) => {
+            differences(theirs, ours, Access::Read).join("; ")
+        }
+        (Some(theirs), Some((ours, Access::Write))) => {
+            let found = differences(theirs, ours, Access::Write).join("; ");
+            if found.is_empty() {
+                "the same settings, but a writer stays on the collection its plans were made against"
+                    .to_owned()
+            } else {
+                found
+            }
+        }
+        (None, _) => "no settings recorded".to_owned(),
+        (_, None) => "this process's settings were not checked".to_owned(),
+    };
+    if misfit.is_empty() {
+        if let Ok(mut name) = collection.write() {
+            *name = target.clone();
+        }
+        follow.set_moved(None);
+        *last_warned = None;
+        tracing::info!(alias, from = %current, to = %target, "the collection alias moved to a collection of this process's model and radius: searches follow it");
+        return Ok(());
+    }
+    if last_warned.as_deref() != Some(target.as_str()) {
+        tracing::warn!(alias, collection = %current, target = %target, differences = %misfit,
+            "the collection alias moved to a collection made with other settings: this process keeps reading its own and writes nothing until it restarts with the new settings");
+        *last_warned = Some(target.clone());
+    }
+    follow.set_moved(Some(Moved {
+        target,
+        differences: misfit,
+    }));
+    Ok(())
+}
+
+pub(super) fn read_name(collection: &RwLock<String>) -> String {
+    collection
+        .read()
+        .map_or_else(|poisoned| poisoned.into_inner().clone(), |c| c.clone())
+}
+
+/// The metadata key of Casement's record in a collection (a JSON string).
+const RECORD_KEY: &str = "casement";
+
+/// What `casement migrate` needs of the server: the alias, the collections beside it and
+/// the records it keeps in their metadata.
+#[derive(Clone)]
+pub struct Aliases {
+    client: Arc<Qdrant>,
+    alias: String,
+}
+
+impl std::fmt::Debug for Aliases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Aliases")
+            .field("alias", &self.alias)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Aliases {
+    /// Connects to the server of `config`, for the alias `store.collection`.
+    pub fn connect(config: &StoreConfig) -> Result<Self> {
+        config.validate().map_err(Error::Config)?;
+        Ok(Self {
+            client: Arc::new(super::client(&config.server)?),
+            alias: config.collection.clone(),
+        })
+    }
+
+    pub fn alias(&self) -> &str {
+        &self.alias
+    }
+
+    /// The `n`th collection behind the alias.
+    pub fn numbered_name(&self, n: u64) -> String {
+        numbered(&self.alias, n)
+    }
+
+    /// The collection the alias names; `None` when it names none.
+    pub async fn target(&self) -> Result<Option<String>> {
+        resolve(&self.client, &self.alias).await
+    }
+
+    pub async fn exists(&self, collection: &str) -> Result<bool> {
+        self.client
+            .collection_exists(collection)
+            .await
+            .map_err(grpc("collection exists"))
+    }
+
+    /// The collections `<alias>.<n>`, by `n`.
+    pub async fn numbered(&self) -> Result<Vec<(u64, String)>> {
+        let mut found: Vec<(u64, String)> = self
+            .client
+            .list_collections()
+            .await
+            .map_err(grpc("list collections"))?
+            .collections
+            .into_iter()
+            .filter_map(|c| number_of(&self.alias, &c.name).map(|n| (n, c.name)))
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
+    /// Casement's record in `collection`'s metadata (a JSON text), if any.
+    pub async fn record(&self, collection: &str) -> Result<Option<String>> {
+        let info = self
+            .client
+            .collection_info(collection)
+            .await
+            .map_err(grpc("collection info"))?;
+        Ok(info
+            .result
+            .and_then(|r| r.config)
+            .and_then(|c| c.metadata.get(RECORD_KEY).cloned())
+            .and_then(|v| v.as_str().cloned())
+            .filter(|text| !text.is_empty()))
+    }
+
+    /// Replaces Casement's record in `collection`'s metadata (empty: none).
+    pub async fn set_record(&self, collection: &str, record: &str) -> Result<()> {
+        let metadata = std::collections::HashMap::from([(
+            RECORD_KEY.to_owned(),
+            serde_json::Value::String(record.to_owned()),
+        )]);
+        self.client
+            .update_collection(UpdateCollectionBuilder::new(collection).metadata(metadata))
+            .await
+            .map(drop)
+            .map_err(grpc("update collection metadata"))
+    }
+
+    /// Points the alias at `collection`: one alias operation, which the server applies
+    /// atomically for every reader (an existing alias of that name is replaced).
+    pub async fn point_at(&self, collection: &str) -> Result<()> {
+        self.client
+            .create_alias(CreateAliasBuilder::new(collection, &self.alias))
+            .await
+            .map(drop)
+            .map_err(grpc("create alias"))
+    }
+
+    /// Deletes `collection`, never the one the alias names (deleting it would delete the
+    /// alias with it).
+    pub async fn drop_collection(&self, collection: &str) -> Result<()> {
+        if self.target().await?.as_deref() == Some(collection) {
+            return Err(Error::Config(format!(
+                "refusing to delete {collection}: the alias {} names it",
+                self.alias
+            )));
+        }
+        self.client
+            .delete_collection(collection)
+            .await
+            .map(drop)
+            .map_err(grpc("delete collection"))
+    }
+
+    /// Deletes the alias and every collection behind it (tests and tear-down).
+    pub async fn drop_all(&self) -> Result<()> {
+        if self.target().await?.is_some() {
+            self.client
+                .delete_alias(self.alias.as_str())
+                .await
+                .map_err(grpc("delete alias"))?;
+        }
+        for (_, collection) in self.numbered().await? {
+            self.client
+                .delete_collection(collection)
+                .await
+                .map_err(grpc("delete collection"))?;
+        }
+        if self.exists(&self.alias).await? {
+            self.client
+                .delete_collection(&self.alias)
+                .await
+                .map_err(grpc("delete collection"))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_names() {
+        assert_eq!(numbered("casement", 3), "casement.3");
+        assert_eq!(number_of("casement", "casement.12"), Some(12));
+        assert_eq!(number_of("casement", "casement"), None);
+        assert_eq!(number_of("casement", "casement."), None);
+        assert_eq!(number_of("casement", "casement.x"), None);
+        assert_eq!(number_of("casement", "casement_other.1"), None);
+        assert_eq!(number_of("case", "casement.1"), None);
+    }
+}
