@@ -57,7 +57,18 @@ pub fn app<S: Store + Clone + 'static>(
     metrics: Metrics,
 ) -> Arc<App<S>> {
     let openapi = crate::http::openapi(&config);
-    let probe = StoreProbe::spawn(store.clone(), |_| {});
+    // A standalone query service's one index gauge (the all-in-one serves the indexer's).
+    let replaced = prometheus::IntGauge::new(
+        "casement_index_replaced",
+        "1 while the collection alias names a collection of other settings than this process's (restart it with them).",
+    )
+    .ok()
+    .filter(|gauge| metrics.registry.register(Box::new(gauge.clone())).is_ok());
+    let probe = StoreProbe::spawn(store.clone(), move |stats| {
+        if let Some(gauge) = &replaced {
+            gauge.set(i64::from(stats.replaced));
+        }
+    });
     app_with(config, store, embedder, reranker, metrics, openapi, probe)
 }
 

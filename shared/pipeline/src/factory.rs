@@ -127,11 +127,12 @@ where
     S: Store + 'static,
     F: Fn() -> S + Send + Sync + 'static,
 {
-    let (points, documents, disk, available) = (
+    let (points, documents, disk, available, replaced) = (
         metrics.points.clone(),
         metrics.documents.clone(),
         metrics.disk.clone(),
         metrics.disk_available.clone(),
+        metrics.replaced.clone(),
     );
     let (compactions, reclaimed, duration) = (
         metrics.compactions.clone(),
@@ -147,6 +148,7 @@ where
         }
         points.set(stats.points as i64);
         documents.set(stats.documents as i64);
+        replaced.set(i64::from(stats.replaced));
         if let Some(usage) = stats.disk {
             disk.with_label_values(&["segments"])
                 .set(usage.segments as i64);

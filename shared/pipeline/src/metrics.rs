@@ -36,6 +36,7 @@ pub struct Metrics {
     pub documents: IntGauge,
     pub disk: IntGaugeVec,
     pub disk_available: IntGauge,
+    pub replaced: IntGauge,
     pub compactions: IntCounter,
     pub compaction_reclaimed: IntCounter,
     pub compaction_duration: Gauge,
@@ -246,6 +247,10 @@ impl Metrics {
             disk_available: r.gauge(
                 "casement_index_disk_available_bytes",
                 "Bytes available on the embedded index's file system.",
+            ),
+            replaced: r.gauge(
+                "casement_index_replaced",
+                "1 while the collection alias names a collection of other settings than this process's (restart it with them).",
             ),
             compactions: r.add(IntCounter::new(
                 "casement_index_compactions_total",

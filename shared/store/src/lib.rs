@@ -152,6 +152,10 @@ pub struct StoreStats {
     /// Compactions of an embedded store's write-ahead log since it was opened (the one at
     /// open included); `None` for a Qdrant server.
     pub compaction: Option<CompactionStats>,
+    /// The collection alias this process opened names another collection now (a
+    /// migration swapped it), made with other settings: this process reads the replaced
+    /// one and writes nothing until it restarts with them. Always false on Edge.
+    pub replaced: bool,
 }
 
 /// What compacting the embedded store's write-ahead log has done in this process.

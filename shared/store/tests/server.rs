@@ -178,6 +178,9 @@ async fn alias_moves_are_followed_or_refused() {
     assert!(refused.to_string().contains(&exact.collection), "{refused}");
     assert_eq!(writer.collection(), first);
     assert_eq!(listed(&writer).await, ["guide"]);
+    // What the processes' gauges (`casement_index_replaced`) read.
+    assert!(writer.stats().await.expect("stats").replaced);
+    assert!(!reader.stats().await.expect("stats").replaced);
     assert_eq!(other_reader.collection(), first);
     assert_eq!(listed(&other_reader).await, ["guide"]);
 
@@ -204,6 +207,7 @@ async fn alias_moves_are_followed_or_refused() {
             .map(|s| s.revision),
         Some(3)
     );
+    assert!(!writer.stats().await.expect("stats").replaced);
     // Deleting the collection the alias names is refused (it would take the alias along).
     assert!(aliases.drop_collection(&first).await.is_err());
     aliases.drop_all().await.expect("tear down");

@@ -320,6 +320,7 @@ impl Inner {
             disk: Some(disk_usage_of(&self.path)),
             disk_available: fs4::available_space(&self.path).ok(),
             compaction: Some(self.compaction_stats()),
+            replaced: false,
         })
     }
 }

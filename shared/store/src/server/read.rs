@@ -311,6 +311,7 @@ impl ServerStore {
             disk: None,
             disk_available: None,
             compaction: None,
+            replaced: self.writable().is_err(),
         })
     }
 
