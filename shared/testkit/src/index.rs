@@ -15,7 +15,10 @@ use casement_pipeline::{EnrichConfig, Metrics, PipelineConfig, Processor};
 use casement_store::{EdgeStore, Store, StoreConfig};
 use casement_text::TextConfig;
 
-pub use rebuild::{RebuildReport, assert_equals_rebuild, final_events, rebuild_differences};
+pub use rebuild::{
+    RebuildReport, assert_equals_rebuild, assert_equals_rebuild_with, final_events,
+    rebuild_differences, rebuild_differences_with,
+};
 pub use synthetic::{synthetic_edits, write_log};
 
 /// Every event of a revision log, in the one order of `revision_log::read`; a rejected

@@ -21,7 +21,17 @@ pub fn final_events(events: &[LogEvent]) -> BTreeMap<String, LogEvent> {
 /// same records (ids, payloads), document states, and vectors equal to a fresh embedding of
 /// each record's embedding input (`check_vectors`: all, or every n-th record).
 pub async fn assert_equals_rebuild<S: Store>(store: &S, events: &[LogEvent], check_vectors: usize) {
-    let report = rebuild_differences(store, events, check_vectors).await;
+    assert_equals_rebuild_with(store, events, check_vectors, &*super::model()).await;
+}
+
+/// [`assert_equals_rebuild`] with vectors from `model` (an index built with another).
+pub async fn assert_equals_rebuild_with<S: Store>(
+    store: &S,
+    events: &[LogEvent],
+    check_vectors: usize,
+    model: &dyn Embed,
+) {
+    let report = rebuild_differences_with(store, events, check_vectors, model).await;
     assert!(
         report.differences.is_empty(),
         "{} differences from the rebuild, the first:\n{}",
@@ -55,7 +65,16 @@ pub async fn rebuild_differences<S: Store>(
     events: &[LogEvent],
     check_vectors: usize,
 ) -> RebuildReport {
-    let model = super::model();
+    rebuild_differences_with(store, events, check_vectors, &*super::model()).await
+}
+
+/// [`rebuild_differences`] with vectors from `model`.
+pub async fn rebuild_differences_with<S: Store>(
+    store: &S,
+    events: &[LogEvent],
+    check_vectors: usize,
+    model: &dyn Embed,
+) -> RebuildReport {
     let mut report = RebuildReport::default();
     for (doc_id, event) in final_events(events) {
         report.documents += 1;
