@@ -4,7 +4,7 @@
 use super::*;
 
 /// Posts the next edit, keeping its log line.
-async fn send_edit(client: &support::Client, lines: &mut Vec<Value>) {
+pub(super) async fn send_edit(client: &support::Client, lines: &mut Vec<Value>) {
     let (event, line) = edit(lines.len() + 1);
     let (status, answer) = client.event(&event).await;
     assert!(status == 200 || status == 202, "{status} {answer}");
@@ -13,7 +13,7 @@ async fn send_edit(client: &support::Client, lines: &mut Vec<Value>) {
 
 /// Follows the migration (or rollback) under way until it ends, sending an edit each
 /// round when given the edits; its final status.
-async fn follow(client: &support::Client, mut lines: Option<&mut Vec<Value>>) -> Value {
+pub(super) async fn follow(client: &support::Client, mut lines: Option<&mut Vec<Value>>) -> Value {
     for _ in 0..600 {
         if let Some(lines) = lines.as_deref_mut() {
             send_edit(client, lines).await;
@@ -30,7 +30,7 @@ async fn follow(client: &support::Client, mut lines: Option<&mut Vec<Value>>) ->
 }
 
 /// Starts a migration (or a rollback) and sends edits until it ends; its final status.
-async fn while_editing(
+pub(super) async fn while_editing(
     client: &support::Client,
     path: &str,
     body: Value,
@@ -44,7 +44,7 @@ async fn while_editing(
 }
 
 /// The last edit sent is found by a search.
-async fn last_edit_found(client: &support::Client, lines: &[Value]) {
+pub(super) async fn last_edit_found(client: &support::Client, lines: &[Value]) {
     let n = lines.len();
     let doc_id = format!("kb:migration-note-{n:03}");
     let needle = format!("note number {n}");
@@ -64,7 +64,7 @@ async fn last_edit_found(client: &support::Client, lines: &[Value]) {
 }
 
 /// The edits an index holds: 1..=m, with none missing.
-async fn edits_held(store: &EdgeStore) -> usize {
+pub(super) async fn edits_held(store: &impl Store) -> usize {
     let held: Vec<usize> = store
         .documents()
         .await
