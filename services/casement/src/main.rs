@@ -99,8 +99,10 @@ enum Command {
     /// index stores, with no call to the CMS; run the golden set on both and swap the new
     /// one in if it is not worse by more than --margin. The old index is kept for
     /// --rollback. A killed migration resumes when the same command runs again. Exit code
-    /// 0: swapped (or rolled back); 1: refused by the gate; 2: could not run. The data
-    /// directory must not be open in another process.
+    /// 0: swapped (or rolled back); 1: refused by the gate; 2: could not run; 3: swapped on a
+    /// Qdrant server, the catch-up from the replaced collection pending (the next run
+    /// finishes it). An embedded data directory must not be open in another process; on a
+    /// server, services keep running beside it.
     Migrate {
         /// A setting of the new index, `section.key=value` (repeatable).
         #[arg(long, value_name = "KEY=VALUE", required_unless_present = "rollback")]

@@ -37,6 +37,11 @@ struct Record {
     /// In a collection a migration builds: its `--set` pairs (until it is swapped in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     migration: Option<Vec<String>>,
+    /// In the served collection, from just before the alias moved to it until the
+    /// catch-up pass finished: the collection it replaced, which writers may have written
+    /// after the last copy (`build::settle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    catch_up: Option<String>,
 }
 
 impl Record {
@@ -70,6 +75,18 @@ impl Pointer {
                 Ok(Self::Dir(config.data_dir.clone()))
             }
             Backend::Server => Ok(Self::Alias(Aliases::connect(&config.store())?)),
+        }
+    }
+
+    /// What to say when the serving index cannot be opened.
+    pub fn busy_hint(&self) -> String {
+        match self {
+            Self::Dir(_) => "opening the serving index (is a service running on this data \
+                directory? `casement migrate --url` asks it)"
+                .to_owned(),
+            Self::Alias(aliases) => {
+                format!("opening the collection the alias {} names", aliases.alias())
+            }
         }
     }
 
@@ -228,10 +245,21 @@ impl Pointer {
         match self {
             Self::Dir(data_dir) => serving.save(data_dir)?,
             Self::Alias(aliases) => {
+                // Another migration may have swapped since this one began: serving what
+                // was copied from a collection no longer served would lose its writes.
+                let now = aliases.target().await?;
+                anyhow::ensure!(
+                    now.as_deref() == Some(old.as_str()),
+                    "nothing swapped: the alias {} names {} now, not {old}, which this \
+                     migration copied from (another migration swapped meanwhile)",
+                    aliases.alias(),
+                    now.as_deref().unwrap_or("no collection")
+                );
                 // The record first, keeping the migration's: killed before the alias moves,
-                // the same command resumes it.
+                // the same command resumes it; killed after, the catch-up is pending.
                 let mut record = Record::parse(name, aliases.record(name).await?)?;
                 record.previous = Some(kept);
+                record.catch_up = Some(old.clone());
                 aliases.set_record(name, &record.text()?).await?;
                 aliases.point_at(name).await?;
                 record.migration = None;
@@ -249,6 +277,36 @@ impl Pointer {
             tracing::warn!(error = format!("{error:#}"), index = %replaced.index, "the index kept before could not be deleted; delete it by hand");
         }
         Ok(old)
+    }
+
+    /// On a server: the collection a stopped migration swapped out of the served one
+    /// before copying what writers wrote there last (see `build::settle`).
+    pub async fn pending_catch_up(&self, serving: &Serving) -> anyhow::Result<Option<String>> {
+        match self {
+            Self::Dir(_) => Ok(None),
+            Self::Alias(aliases) => {
+                Ok(Record::parse(&serving.index, aliases.record(&serving.index).await?)?.catch_up)
+            }
+        }
+    }
+
+    /// The catch-up into `name` is done.
+    pub async fn caught_up(&self, name: &str) -> anyhow::Result<()> {
+        if let Self::Alias(aliases) = self {
+            let mut record = Record::parse(name, aliases.record(name).await?)?;
+            if record.catch_up.take().is_some() {
+                aliases.set_record(name, &record.text()?).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The dense dimension recorded in index `name` (to open it with), if any.
+    pub async fn dimension(&self, name: &str) -> anyhow::Result<Option<usize>> {
+        match self {
+            Self::Dir(_) => Ok(None),
+            Self::Alias(aliases) => Ok(aliases.settings(name).await?.map(|s| s.dimension)),
+        }
     }
 
     /// Deletes the index kept for a rollback once its time is up.
@@ -318,6 +376,7 @@ mod tests {
                 restore: vec!["embedder.precision=fp32".into()],
             }),
             migration: Some(vec!["embedder.precision=int8".into()]),
+            catch_up: Some("casement.1".into()),
         };
         let text = record.text().unwrap();
         assert_eq!(Record::parse("c.2", Some(text)).unwrap(), record);

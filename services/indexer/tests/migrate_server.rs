@@ -176,9 +176,14 @@ async fn a_migration_under_a_running_kafka_indexer_loses_nothing() {
     assert_eq!(aliases.target().await.unwrap(), Some(second.clone()));
     assert!(next > 2, "edits arrived during the migration: {}", next - 1);
 
-    // The fp32 indexer noticed: edits now wait in Kafka, uncommitted, and nothing of them
-    // reaches either collection.
-    assert!(store.stats().await.unwrap().replaced);
+    // The fp32 indexer notices (follow_secs = 1): edits now wait in Kafka, uncommitted, and
+    // nothing of them reaches either collection.
+    eventually(
+        Duration::from_secs(30),
+        "the indexer notices the swap",
+        || async { store.stats().await.unwrap().replaced },
+    )
+    .await;
     let waiting = edits(dir.path(), next, 3);
     replay::run(&config.kafka, &waiting, None, false)
         .await

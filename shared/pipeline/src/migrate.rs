@@ -88,6 +88,10 @@ pub struct Migration<S, T> {
     /// sentence whose embedding input is unchanged keeps its vector (a new window radius
     /// embeds nothing).
     pub reuse_vectors: bool,
+    /// The serving index is the truth, also over a tombstone of the new index at the same
+    /// revision (a migration); false for a catch-up into an index that has writers of its
+    /// own, where a newer or deleted document stays as it is.
+    pub over_tombstones: bool,
 }
 
 type Key = (Option<String>, String);
@@ -151,8 +155,8 @@ where
             while tasks.len() < self.concurrency.max(1) && !stopping(&tasks) {
                 let Some(doc) = queue.next() else { break };
                 let (source, target) = (self.source.clone(), self.target.clone());
-                let reuse = self.reuse_vectors;
-                tasks.spawn(async move { copy(&source, &target, doc, reuse).await });
+                let (reuse, over) = (self.reuse_vectors, self.over_tombstones);
+                tasks.spawn(async move { copy(&source, &target, doc, reuse, over).await });
             }
             let Some(done) = tasks.join_next().await else {
                 break;
@@ -200,6 +204,7 @@ async fn copy<S: Store, T: Store>(
     target: &Processor<T>,
     doc: IndexedDocument,
     reuse: bool,
+    over_tombstones: bool,
 ) -> Result<Copied, MigrateError> {
     let doc_ref = DocRef::new(doc.tenant.as_deref(), &doc.doc_id);
     let state = source
@@ -228,7 +233,10 @@ async fn copy<S: Store, T: Store>(
     } else {
         None
     };
-    match target.copy_stored(&state, &records, vectors.as_ref()).await {
+    match target
+        .copy_stored(&state, &records, vectors.as_ref(), over_tombstones)
+        .await
+    {
         Ok(embedded) => Ok(Copied::Done(embedded)),
         // Half-written in the serving index (an event in flight): the next pass.
         Err(ProcessError::Stored(error @ casement_text::StoredError::Incomplete { .. })) => {

@@ -176,14 +176,30 @@ impl<S: Store> Processor<S> {
     /// copy is fenced and counted as the original. `reuse`: the other index's vectors, when
     /// it was embedded by this processor's model; a sentence whose embedding input is
     /// unchanged (same `embed_hash`) takes its vector from there instead of the model.
-    /// Returns the sentences embedded.
+    /// `over_tombstone`: the other index is the truth, also over a tombstone at the same
+    /// revision (a migration's copy); otherwise (a catch-up after a swap, while this index
+    /// has writers of its own) a document this index holds at a newer revision, or deleted
+    /// at the same, is left as it is. Returns the sentences embedded.
     pub async fn copy_stored(
         &self,
         state: &DocumentState,
         records: &[SentenceRecord],
         reuse: Option<&std::collections::HashMap<uuid::Uuid, Vec<f32>>>,
+        over_tombstone: bool,
     ) -> Result<usize, ProcessError> {
         let doc = state.doc_ref();
+        if !over_tombstone
+            && let Some(indexed) = self
+                .store
+                .document(doc)
+                .await
+                .map_err(ProcessError::store(RetryStage::Fence))?
+            && (indexed.revision > state.revision
+                || (indexed.revision == state.revision && indexed.deleted))
+        {
+            // This index is ahead (its own writers went on): the copy would be stale.
+            return Ok(0);
+        }
         let current = read::run(&self.store, doc).await?;
         let mut plan = if state.deleted {
             plan::delete(&current, Some(state), doc, state.revision)
@@ -195,8 +211,9 @@ impl<S: Store> Processor<S> {
             let known: Vec<SentenceRecord> = current.iter().chain(records).cloned().collect();
             let contexts = self.enricher.contexts(&segmented, &known).await;
             let mut plan = plan::upsert(&current, &segmented, &self.text, &contexts, false);
-            // The source is the truth, also over a tombstone at the same revision.
-            plan.restore = true;
+            // A migration's source is the truth, also over a tombstone at the same
+            // revision; a catch-up's is not (the new index's writers may have deleted it).
+            plan.restore = over_tombstone;
             plan
         };
         plan.document = state.clone();

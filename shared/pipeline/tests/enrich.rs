@@ -199,6 +199,7 @@ async fn a_migration_keeps_llm_contexts_of_the_same_prompt() {
             sync_every: 64,
             stop_after: None,
             reuse_vectors: false,
+            over_tombstones: true,
         }
     };
     let same = migrate(dirs[1].path(), &enrich);

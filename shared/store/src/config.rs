@@ -131,8 +131,8 @@ pub struct ServerSettings {
     /// migrate` moves it). A query service follows a move to a collection of its model and
     /// window radius; otherwise reads stay on the collection this process started on (kept
     /// for a rollback) and writes are refused (retried, nothing committed past them) until
-    /// the process restarts with the new settings. `casement migrate` waits 2 × this +
-    /// `timeout_secs` after a swap, then copies what was written meanwhile. 0: never.
+    /// the process restarts with the new settings. A writer also looks at every flush
+    /// (`Store::sync`), before the pipeline commits. 0: only at flushes.
     pub follow_secs: u64,
 }
 

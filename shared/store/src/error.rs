@@ -51,13 +51,15 @@ pub enum Error {
     /// settings (a migration swapped it): this process writes nothing until it restarts
     /// with them. Transient: the pipeline retries and commits nothing past the event.
     #[error(
-        "the collection alias `{alias}` now names `{target}`, made with other settings ({differences});          this process writes nothing to `{collection}` (kept for a rollback) and waits: restart it          with the settings `casement migrate` printed"
+        "the collection alias `{alias}` now names `{target}`, {reason}: this process writes \
+         nothing to `{collection}`, the collection it opened, and waits; restart it with the \
+         settings of `{target}` (the pairs `casement migrate` printed)"
     )]
     Moved {
         alias: String,
         collection: String,
         target: String,
-        differences: String,
+        reason: String,
     },
     #[error("a stored point of {doc_id} has a payload Casement cannot read: {message}")]
     Payload { doc_id: String, message: String },

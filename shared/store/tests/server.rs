@@ -118,6 +118,19 @@ async fn alias_moves_are_followed_or_refused() {
     other_model.probe = contract::embed(&["another probe text altogether".to_owned()]).remove(0);
     let other_reader = server.open().await;
     other_reader.bind_settings(&other_model, Access::Read);
+    // A writer that never looks on its own (follow_secs = 0): its flush looks.
+    let mut unfollowing = server.config.clone();
+    unfollowing.server.follow_secs = 0;
+    let flushing = ServerStore::open(&unfollowing, DIMENSION)
+        .await
+        .expect("opens");
+    check_settings(&flushing, &ours, Access::Write)
+        .await
+        .expect("matches");
+    flushing
+        .sync()
+        .await
+        .expect("the alias names its collection");
 
     // A collection of the same settings, holding another document.
     let mut exact = server.config.clone();
@@ -136,6 +149,10 @@ async fn alias_moves_are_followed_or_refused() {
         vec![(1, first.clone()), (2, exact.collection.clone())]
     );
     aliases.point_at(&exact.collection).await.expect("moves");
+    // At once, before any follower looked: the flush refuses, so nothing is committed.
+    let error = flushing.sync().await.expect_err("the alias moved");
+    assert!(matches!(error, Error::Moved { .. }), "{error}");
+    assert!(error.is_transient());
 
     let deadline = Instant::now() + Duration::from_secs(20);
     while reader.collection() != exact.collection {
@@ -181,6 +198,13 @@ async fn alias_moves_are_followed_or_refused() {
     // What the processes' gauges (`casement_index_replaced`) read.
     assert!(writer.stats().await.expect("stats").replaced);
     assert!(!reader.stats().await.expect("stats").replaced);
+    while !other_reader.stats().await.expect("stats").replaced {
+        assert!(
+            Instant::now() < deadline,
+            "the other model's reader never looked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(other_reader.collection(), first);
     assert_eq!(listed(&other_reader).await, ["guide"]);
 
@@ -208,6 +232,25 @@ async fn alias_moves_are_followed_or_refused() {
         Some(3)
     );
     assert!(!writer.stats().await.expect("stats").replaced);
+    flushing.sync().await.expect("the alias is back");
+    // An alias deleted by hand while its collections exist: opening refuses to point a new
+    // one at `.1` (it could serve old data).
+    {
+        let client = qdrant_client::Qdrant::from_url(&server.config.server.url)
+            .api_key(std::env::var("QDRANT_API_KEY").ok())
+            .skip_compatibility_check()
+            .build()
+            .expect("client");
+        client
+            .delete_alias(alias.as_str())
+            .await
+            .expect("deletes the alias");
+        let error = ServerStore::open(&server.config, DIMENSION)
+            .await
+            .expect_err("refused");
+        assert!(error.to_string().contains(&exact.collection), "{error}");
+        aliases.point_at(&first).await.expect("points back");
+    }
     // Deleting the collection the alias names is refused (it would take the alias along).
     assert!(aliases.drop_collection(&first).await.is_err());
     aliases.drop_all().await.expect("tear down");

@@ -129,6 +129,7 @@ pub async fn copy(
         sync_every: 64,
         stop_after: stall_after,
         reuse_vectors: same_model(source, &target.store).await?,
+        over_tombstones: true,
     };
     let mut passes = Vec::new();
     for round in 1..=max_passes.max(1) {
@@ -175,10 +176,11 @@ pub async fn copy(
     )
 }
 
-/// The last pass, with no event in flight: everything still different is copied, and a
-/// document left half-written by a crash (points without a state) is the only thing it may
-/// leave.
-pub async fn final_pass(source: &AnyStore, target: &Opened) -> anyhow::Result<Pass> {
+/// The last pass, with no event of this process in flight: everything still different is
+/// copied, and a document left half-written by a crash (points without a state) is the
+/// only thing it may leave. `strict`: a second pass must then copy nothing (no other
+/// process writes the source; on a Qdrant server others may, and `settle` follows).
+pub async fn final_pass(source: &AnyStore, target: &Opened, strict: bool) -> anyhow::Result<Pass> {
     let migration = Migration {
         source: source.clone(),
         target: Arc::new(target.processor(&Metrics::new())?),
@@ -186,8 +188,12 @@ pub async fn final_pass(source: &AnyStore, target: &Opened) -> anyhow::Result<Pa
         sync_every: usize::MAX,
         stop_after: None,
         reuse_vectors: same_model(source, &target.store).await?,
+        over_tombstones: true,
     };
     let pass = migration.pass(&()).await?;
+    if !strict {
+        return Ok(pass);
+    }
     let again = migration.pass(&()).await?;
     anyhow::ensure!(
         again.copied == 0,
@@ -197,35 +203,26 @@ pub async fn final_pass(source: &AnyStore, target: &Opened) -> anyhow::Result<Pa
     Ok(pass)
 }
 
-/// After a swap on a Qdrant server: other processes (indexers, query services) may have
-/// written the replaced collection until they noticed the alias move, which each does
-/// within `store.server.follow_secs` (and a write under way within `timeout_secs`). Waits
-/// that long, then copies what they wrote. Writers with the old settings write nothing
-/// after that, and their events wait uncommitted for their restart with the new settings.
-pub async fn settle(
-    pointer: &Pointer,
-    config: &CasementConfig,
-    replaced: &AnyStore,
-    served: &Opened,
-) -> anyhow::Result<()> {
+/// After a swap on a Qdrant server: other processes (indexers, the all-in-one) may have
+/// written the replaced collection after the last copy pass. Every event they committed
+/// was written before the alias moved (their flush looks at the alias before they commit,
+/// and refuses once it moved: `casement_store::Aliases`), so one pass from the replaced
+/// collection, now, copies them all; what they write after the move is refused and
+/// delivered again once they restart with the new settings. A document the served
+/// collection holds newer (its own writers went on) is left as it is. The catch-up is
+/// recorded in the served collection before the alias moves and cleared here, so a
+/// migration stopped in between finishes it at its next run ([`finish_catch_up`]).
+pub async fn settle(pointer: &Pointer, replaced: &AnyStore, served: &Opened) -> anyhow::Result<()> {
     if !matches!(pointer, Pointer::Alias(_)) {
         return Ok(());
     }
-    let server = &config.store.server;
-    if server.follow_secs == 0 {
+    // A test's kill point: swapped, the catch-up not run.
+    if std::env::var_os("CASEMENT_MIGRATE_STALL_BEFORE_CATCH_UP").is_some() {
         eprintln!(
-            "store.server.follow_secs = 0: running services never notice the swap; restart \
-             them now with the pairs below (indexers with the old settings would keep writing \
-             the replaced collection)"
+            "stalled before the catch-up (CASEMENT_MIGRATE_STALL_BEFORE_CATCH_UP): waiting to be killed"
         );
+        std::future::pending::<()>().await;
     }
-    let wait = Duration::from_secs(2 * server.follow_secs + server.timeout_secs);
-    eprintln!(
-        "waiting {} s for the services on the replaced collection to notice the swap \
-         (2 x store.server.follow_secs + timeout_secs), then copying what they wrote",
-        wait.as_secs()
-    );
-    tokio::time::sleep(wait).await;
     let migration = Migration {
         source: replaced.clone(),
         target: Arc::new(served.processor(&Metrics::new())?),
@@ -233,16 +230,51 @@ pub async fn settle(
         sync_every: 64,
         stop_after: None,
         reuse_vectors: same_model(replaced, &served.store).await?,
+        over_tombstones: false,
     };
-    // One pass: a document the served collection holds at a newer revision (an indexer
-    // restarted with the new settings wrote it) differs from the replaced one for good, and
-    // its copy is fenced (stale).
     let pass = migration.pass(&()).await?;
+    pointer.caught_up(&served.name).await?;
     eprintln!(
         "caught up: {} documents copied from the replaced collection after the swap ({} sentences embedded)",
         pass.copied, pass.embedded
     );
     Ok(())
+}
+
+/// A catch-up a stopped migration left pending ([`settle`]), finished under whichever of
+/// `configs` the served collection was built with; which one.
+pub async fn finish_catch_up(
+    pointer: &Pointer,
+    serving: &str,
+    from: &str,
+    configs: &[&CasementConfig],
+) -> anyhow::Result<usize> {
+    eprintln!(
+        "finishing what a stopped migration left: copying into {serving} what was written to {from} before the swap"
+    );
+    let dimension = pointer.dimension(from).await?;
+    let mut refused = Vec::new();
+    for (which, config) in configs.iter().enumerate() {
+        match Opened::open(pointer, serving, config, None).await {
+            Ok(served) => {
+                let replaced = AnyStore::open(
+                    &pointer.store_config(config, from),
+                    dimension.unwrap_or(served.model.dimension()),
+                )
+                .await
+                .with_context(|| format!("opening {from}"))?;
+                settle(pointer, &replaced, &served).await?;
+                return Ok(which);
+            }
+            Err(error) => refused.push(format!("{error:#}")),
+        }
+    }
+    anyhow::bail!(
+        "a migration swapped {serving} in and stopped before copying what was written to {from} \
+         just before: run casement migrate with {serving}'s settings (the pairs it printed) to \
+         finish it ({})",
+        refused.join("; ")
+    )
 }
 
 /// The golden set's figures for both indexes, and whether the new one may be served.

@@ -15,7 +15,8 @@
 //! A killed migration resumes where it stopped: the pointer records it (a new directory
 //! before it is created, a new collection in its metadata), and a pass copies only
 //! documents the new index does not hold as the serving one does. Exit codes: 0 swapped (or rolled back), 1 refused by the gate (the new
-//! index is kept: the same command resumes it and `--force` swaps it), 2 could not run.
+//! index is kept: the same command resumes it and `--force` swaps it), 2 could not run, 3
+//! swapped on a server but the catch-up is pending (the next run finishes it).
 
 pub mod build;
 pub mod config;
@@ -37,6 +38,9 @@ pub use config::{ConfigSource, changed, reverse, set_as_env};
 pub const SWAPPED: u8 = 0;
 pub const REFUSED: u8 = 1;
 pub const COULD_NOT_RUN: u8 = 2;
+/// Swapped (on a Qdrant server), but the catch-up from the replaced collection did not
+/// finish; the next `casement migrate` finishes it.
+pub const CATCH_UP_PENDING: u8 = 3;
 
 #[derive(Debug, Clone)]
 pub struct MigrateArgs {
@@ -61,6 +65,21 @@ pub async fn command(
     // What brings the serving configuration back (a rollback's): checked before the copy.
     let restore = reverse(&args.set, &config)?;
     let mut serving = pointer.load().await?;
+    if let Some(from) = pointer.pending_catch_up(&serving).await? {
+        let finished =
+            build::finish_catch_up(&pointer, &serving.index, &from, &[&target, &config]).await?;
+        if finished == 0 {
+            // This very migration, stopped after its swap: now complete.
+            println!(
+                "the migration into {} is complete; set in the configuration every service of this index starts with:",
+                serving.index
+            );
+            for pair in &args.set {
+                println!("  {pair}");
+            }
+            return Ok(SWAPPED);
+        }
+    }
     pointer.forget_expired(&mut serving).await?;
     let name = pointer.begin(&mut serving, &args.set).await?;
     eprintln!(
@@ -69,9 +88,12 @@ pub async fn command(
         changed(&config, &target).join(", ")
     );
     let source_model = factory::load_model(&config.embedder).await?;
-    let source = AnyStore::open(&pointer.store_config(&config, &serving.index), source_model.dimension())
-        .await
-        .context("opening the serving index (is a service running on this data directory? `casement migrate --url` asks it)")?;
+    let source = AnyStore::open(
+        &pointer.store_config(&config, &serving.index),
+        source_model.dimension(),
+    )
+    .await
+    .with_context(|| pointer.busy_hint())?;
     // The serving configuration must describe the serving index.
     casement_query::service::check_index_settings(
         &source,
@@ -119,13 +141,29 @@ pub async fn command(
         pointer.describe(),
         args.keep_hours
     );
-    build::settle(&pointer, &config, &source, &new).await?;
-    drop((new, source));
     println!("set in the configuration every service of this index starts with:");
     for pair in &args.set {
         println!("  {pair}");
     }
-    Ok(SWAPPED)
+    Ok(caught_up(
+        build::settle(&pointer, &source, &new).await,
+        &old,
+    ))
+}
+
+/// The exit code after a swap: [`SWAPPED`], or [`CATCH_UP_PENDING`] when the catch-up
+/// from the replaced index failed (said on stderr).
+fn caught_up(settled: anyhow::Result<()>, replaced: &str) -> u8 {
+    match settled {
+        Ok(()) => SWAPPED,
+        Err(error) => {
+            eprintln!(
+                "the swap happened, but copying what was written to {replaced} just before it did \
+                 not finish: {error:#}\nthe next `casement migrate` finishes it (the same command does)"
+            );
+            CATCH_UP_PENDING
+        }
+    }
 }
 
 /// `casement migrate --rollback`: the index the last migration replaced, brought up to
@@ -139,6 +177,9 @@ pub async fn rollback(
 ) -> anyhow::Result<u8> {
     let pointer = Pointer::of(&config)?;
     let mut serving = pointer.load().await?;
+    if let Some(from) = pointer.pending_catch_up(&serving).await? {
+        build::finish_catch_up(&pointer, &serving.index, &from, &[&config]).await?;
+    }
     let Some(previous) = serving.previous.clone() else {
         anyhow::bail!(
             "nothing to roll back to: {} names no previous index",
@@ -153,9 +194,12 @@ pub async fn rollback(
     let earlier = source.target(&config, &previous.restore)?;
     let undo = reverse(&previous.restore, &config)?;
     let model = factory::load_model(&config.embedder).await?;
-    let current = AnyStore::open(&pointer.store_config(&config, &serving.index), model.dimension())
-        .await
-        .context("opening the serving index (is a service running on this data directory? `casement migrate --url` asks it)")?;
+    let current = AnyStore::open(
+        &pointer.store_config(&config, &serving.index),
+        model.dimension(),
+    )
+    .await
+    .with_context(|| pointer.busy_hint())?;
     casement_query::service::check_index_settings(&current, &model, config.text.window_radius)
         .await?;
     let back = Opened::open(&pointer, &previous.index, &earlier, Some((&config, &model))).await?;
@@ -175,11 +219,12 @@ pub async fn rollback(
         previous.index,
         passes.iter().map(|p| p.copied).sum::<usize>()
     );
-    build::settle(&pointer, &config, &current, &back).await?;
-    drop((back, current));
     println!("set in the configuration every service of this index starts with:");
     for pair in &previous.restore {
         println!("  {pair}");
     }
-    Ok(SWAPPED)
+    Ok(caught_up(
+        build::settle(&pointer, &current, &back).await,
+        &replaced,
+    ))
 }

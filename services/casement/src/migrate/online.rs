@@ -12,8 +12,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use anyhow::Context;
 use axum::http::HeaderMap;
 use casement_inference::Embed;
+use casement_pipeline::factory;
 use casement_pipeline::migrate::Progress;
 use casement_pipeline::{Metrics, ProcessorSlot};
 use casement_query::App;
@@ -277,6 +279,9 @@ impl Online {
         let (running, model) = self.serving();
         let pointer = self.pointer().map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut serving = pointer.load().await?;
+        if let Some(from) = pointer.pending_catch_up(&serving).await? {
+            build::finish_catch_up(pointer, &serving.index, &from, &[&running]).await?;
+        }
         pointer.forget_expired(&mut serving).await?;
         let name = pointer.begin(&mut serving, &request.set).await?;
         self.update(|s| s.target = Some(name.clone()));
@@ -375,14 +380,34 @@ impl Online {
                 )
             })?;
         let source = self.slot.current().store.clone();
-        let last = build::final_pass(&source, &new).await?;
-        new.store.optimize().await?;
-        let processor = new.processor(&self.pipeline_metrics)?;
         let pointer = self.pointer().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let on_server = matches!(pointer, Pointer::Alias(_));
+        let last = build::final_pass(&source, &new, !on_server).await?;
+        new.store.optimize().await?;
         let mut serving = pointer.load().await?;
+        if let AnyStore::Server(store) = &source {
+            anyhow::ensure!(
+                store.collection() == serving.index,
+                "nothing swapped: the alias names {} now, not {}, which this migration copied \
+                 from (another migration swapped meanwhile)",
+                serving.index,
+                store.collection()
+            );
+        }
         let old = pointer
             .swap(&mut serving, &new.name, restore, keep_hours)
             .await?;
+        // On a server, the new collection is used through the alias from now on, so that
+        // this process notices when a later migration moves it.
+        let new = if on_server {
+            let store = AnyStore::open(&new.config.store(), new.model.dimension()).await?;
+            factory::check_index_settings(&store, &new.model, build::processor_config(&new.config))
+                .await?;
+            Opened { store, ..new }
+        } else {
+            new
+        };
+        let processor = new.processor(&self.pipeline_metrics)?;
         self.slot.replace(&paused, processor);
         self.app.searcher.swap(
             new.store.clone(),
@@ -397,19 +422,25 @@ impl Online {
             Ok(mut pairs) => pairs.extend(applied.iter().cloned()),
             Err(poisoned) => poisoned.into_inner().extend(applied.iter().cloned()),
         }
+        self.update(|s| s.serving = new.name.clone());
+        // On a server, what other processes wrote to the replaced collection before the
+        // move, copied while this pipeline is still paused (its writes would race it).
+        let settled = build::settle(pointer, &source, &new).await;
         drop(paused);
         let paused_ms = paused_at.elapsed().as_millis() as u64;
         self.metrics.pause.set(paused_at.elapsed().as_secs_f64());
         self.metrics.documents.inc_by(last.copied as u64);
         self.metrics.sentences.inc_by(last.embedded as u64);
-        self.update(|s| {
-            s.serving = new.name.clone();
-            s.passes.push(last);
-        });
+        self.update(|s| s.passes.push(last));
         tracing::info!(serving = %new.name, replaced = %old, last_copied = last.copied, paused_ms,
             "swapped: searches and events now go to the new index");
-        // On a server, other services may have written the replaced collection meanwhile.
-        build::settle(pointer, &new.config, &source, &new).await?;
+        settled.with_context(|| {
+            format!(
+                "swapped to {}, but copying what was written to {old} just before did not \
+                 finish; the next migration request finishes it",
+                new.name
+            )
+        })?;
         // The replaced index closes once the searches that started on it finish.
         drop(source);
         Ok(())

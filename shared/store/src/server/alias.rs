@@ -15,6 +15,13 @@
 //!   collection and goes on from its last commit. A writer never follows: the plans it
 //!   computed against one collection must not be applied to another.
 //!
+//! A writer also looks at every `Store::sync`, which the pipeline calls before it
+//! acknowledges (commits) any event: an event is committed only if the alias still named
+//! this process's collection after its write. So every committed write to a collection
+//! happened before the alias moved away from it, and one copy pass after the move (the
+//! migration's catch-up) finds them all; an event written there after the move is refused
+//! at its flush and delivered again after the restart.
+//!
 //! [`Aliases`] are the operations `casement migrate` needs: where the alias points, the
 //! numbered collections beside it, a record of the migration kept in each collection's
 //! metadata, and the move itself.
@@ -67,12 +74,14 @@ pub(super) struct Follow {
     /// Set while the alias names another collection than this process's, which it may not
     /// write to.
     moved: RwLock<Option<Moved>>,
+    /// The target last warned about (one warning per move).
+    warned: std::sync::Mutex<Option<String>>,
 }
 
 #[derive(Debug, Clone)]
 struct Moved {
     target: String,
-    differences: String,
+    reason: String,
 }
 
 impl Follow {
@@ -81,6 +90,7 @@ impl Follow {
             every,
             ours: RwLock::new(None),
             moved: RwLock::new(None),
+            warned: std::sync::Mutex::new(None),
         }
     }
 
@@ -98,7 +108,7 @@ impl Follow {
                 alias: alias.to_owned(),
                 collection: collection.to_owned(),
                 target: moved.target,
-                differences: moved.differences,
+                reason: moved.reason,
             }),
             _ => Ok(()),
         }
@@ -108,6 +118,16 @@ impl Follow {
         if let Ok(mut slot) = self.moved.write() {
             *slot = moved;
         }
+    }
+
+    /// Whether a warning about `target` is due (the first since it moved there).
+    fn first_warning(&self, target: Option<&str>) -> bool {
+        let Ok(mut warned) = self.warned.lock() else {
+            return false;
+        };
+        let first = warned.as_deref() != target;
+        *warned = target.map(str::to_owned);
+        first
     }
 }
 
@@ -125,77 +145,80 @@ pub(super) fn spawn_follower(
     let weak = Arc::downgrade(follow);
     let every = follow.every;
     tokio::spawn(async move {
-        let mut last_warned: Option<String> = None;
+        let mut failures = 0u32;
         loop {
             tokio::time::sleep(every).await;
             let Some(follow) = Weak::upgrade(&weak) else {
                 return;
             };
-            if let Err(error) =
-                follow_once(&client, &alias, &collection, &follow, &mut last_warned).await
-            {
-                tracing::debug!(%error, alias = %alias, "could not look where the collection alias points");
+            match look(&client, &alias, &collection, &follow).await {
+                Ok(()) => failures = 0,
+                Err(error) => {
+                    failures += 1;
+                    // A server that does not answer shows in every other call too; a
+                    // lasting failure to look is worth a warning of its own.
+                    if failures == 3 {
+                        tracing::warn!(%error, alias = %alias, "cannot look where the collection alias points (3 tries in a row)");
+                    }
+                }
             }
         }
     });
 }
 
-async fn follow_once(
+/// Looks where `alias` points and settles what this process does about it:
+/// - it names `collection` (or nothing, deleted by hand): carry on, writes allowed;
+/// - it names another collection and this process only reads, with settings that fit that
+///   collection's: reads move there;
+/// - otherwise writes are refused from now on (whatever the other collection's settings,
+///   readable or not: a writer's plans were made against its own collection) and reads stay.
+pub(super) async fn look(
     client: &Qdrant,
     alias: &str,
     collection: &RwLock<String>,
     follow: &Follow,
-    last_warned: &mut Option<String>,
 ) -> Result<()> {
     let current = read_name(collection);
     let target = match resolve(client, alias).await? {
         Some(target) if target != current => target,
-        // Unchanged, back here after a rollback, or the alias deleted by hand (this
-        // process goes on with its collection).
         _ => {
-            if last_warned.take().is_some() {
+            let was_moved = follow.moved.read().is_ok_and(|m| m.is_some());
+            follow.set_moved(None);
+            if follow.first_warning(None) && was_moved {
                 tracing::info!(alias, collection = %current, "the collection alias names this process's collection again: writes resume");
             }
-            follow.set_moved(None);
             return Ok(());
         }
     };
-    let theirs = super::read::settings_of(client, &target).await?;
+    let theirs = super::read::settings_of(client, &target).await;
     let ours = follow.ours.read().ok().and_then(|o| o.clone());
-    let misfit = match (&theirs, &ours) {
-        (Some(theirs), Some((ours, Access::Read))) => {
-            differences(theirs, ours, Access::Read).join("; ")
-        }
-        (Some(theirs), Some((ours, Access::Write))) => {
-            let found = differences(theirs, ours, Access::Write).join("; ");
+    let reason = match (&theirs, &ours) {
+        (Ok(Some(theirs)), Some((ours, access))) => {
+            let found = differences(theirs, ours, *access);
+            if found.is_empty() && *access == Access::Read {
+                if let Ok(mut name) = collection.write() {
+                    *name = target.clone();
+                }
+                follow.set_moved(None);
+                follow.first_warning(None);
+                tracing::info!(alias, from = %current, to = %target, "the collection alias moved to a collection of this process's model and radius: searches follow it");
+                return Ok(());
+            }
             if found.is_empty() {
-                "the same settings, but a writer stays on the collection its plans were made against"
-                    .to_owned()
+                "made with the same settings, but a writer stays on the collection its plans were made against".to_owned()
             } else {
-                found
+                format!("made with other settings: {}", found.join("; "))
             }
         }
-        (None, _) => "no settings recorded".to_owned(),
-        (_, None) => "this process's settings were not checked".to_owned(),
+        (Ok(None), _) => "which records no settings".to_owned(),
+        (Ok(Some(_)), None) => "this process's settings were not checked against it".to_owned(),
+        (Err(error), _) => format!("whose settings could not be read: {error}"),
     };
-    if misfit.is_empty() {
-        if let Ok(mut name) = collection.write() {
-            *name = target.clone();
-        }
-        follow.set_moved(None);
-        *last_warned = None;
-        tracing::info!(alias, from = %current, to = %target, "the collection alias moved to a collection of this process's model and radius: searches follow it");
-        return Ok(());
+    if follow.first_warning(Some(&target)) {
+        tracing::warn!(alias, collection = %current, target = %target, reason = %reason,
+            "the collection alias moved to another collection: this process keeps reading its own and writes nothing until it restarts with the new collection's settings");
     }
-    if last_warned.as_deref() != Some(target.as_str()) {
-        tracing::warn!(alias, collection = %current, target = %target, differences = %misfit,
-            "the collection alias moved to a collection made with other settings: this process keeps reading its own and writes nothing until it restarts with the new settings");
-        *last_warned = Some(target.clone());
-    }
-    follow.set_moved(Some(Moved {
-        target,
-        differences: misfit,
-    }));
+    follow.set_moved(Some(Moved { target, reason }));
     Ok(())
 }
 
@@ -268,6 +291,11 @@ impl Aliases {
             .collect();
         found.sort();
         Ok(found)
+    }
+
+    /// The settings recorded in `collection` (its settings point), if any.
+    pub async fn settings(&self, collection: &str) -> Result<Option<IndexSettings>> {
+        super::read::settings_of(&self.client, collection).await
     }
 
     /// Casement's record in `collection`'s metadata (a JSON text), if any.

@@ -104,6 +104,24 @@ impl ServerStore {
             // Made before Casement put its collections behind an alias.
             (None, name, false)
         } else {
+            let numbered: Vec<String> = client
+                .list_collections()
+                .await
+                .map_err(grpc("list collections"))?
+                .collections
+                .into_iter()
+                .filter(|c| alias::number_of(&name, &c.name).is_some())
+                .map(|c| c.name)
+                .collect();
+            if !numbered.is_empty() {
+                // Pointing a new alias at `<name>.1` could serve an old collection again.
+                return Err(Error::Config(format!(
+                    "store.collection = {name:?}: no alias of that name, but its collections {} \
+                     exist; point the alias at the one to serve (Qdrant's alias API) or delete \
+                     them",
+                    numbered.join(", ")
+                )));
+            }
             (Some(name.clone()), alias::numbered(&name, 1), true)
         };
         let store = Self {
@@ -332,5 +350,17 @@ impl Store for ServerStore {
 
     fn bind_settings(&self, ours: &crate::IndexSettings, access: crate::Access) {
         self.follow.bind(ours, access);
+    }
+
+    /// Writes are durable when they return (`wait=true`). What a flush checks here is that
+    /// the alias still names this collection: the pipeline acknowledges (commits) events
+    /// only after it, so no event written to a collection a migration replaced is committed
+    /// (see [`alias`]).
+    async fn sync(&self) -> Result<()> {
+        if let Some(alias) = &self.alias {
+            alias::look(&self.client, alias, &self.collection, &self.follow).await?;
+            self.writable()?;
+        }
+        Ok(())
     }
 }

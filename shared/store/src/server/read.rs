@@ -164,9 +164,11 @@ impl ServerStore {
         with_payload: SelectorOptions,
         mut each: impl FnMut(Option<PointId>, Map<String, Value>) -> Result<()>,
     ) -> Result<()> {
+        // One collection for every page, even if a reader's alias moves meanwhile.
+        let collection = self.collection();
         let mut offset: Option<PointId> = None;
         loop {
-            let mut request = ScrollPointsBuilder::new(self.collection())
+            let mut request = ScrollPointsBuilder::new(&collection)
                 .filter(filter.clone())
                 .limit(SCROLL_PAGE)
                 .with_payload(with_payload.clone())
@@ -200,7 +202,9 @@ impl ServerStore {
         if !query.channels.dense() && sparse_query.is_none() {
             return Ok(Vec::new());
         }
-        let mut fused = QueryPointsBuilder::new(self.collection())
+        // One collection for the whole query, even if a reader's alias moves meanwhile.
+        let collection = self.collection();
+        let mut fused = QueryPointsBuilder::new(&collection)
             .query(Query::new_rrf(RrfBuilder::with_k(self.rrf_k as u32)))
             .filter(filter.clone())
             .limit(query.limit as u64)
@@ -224,7 +228,7 @@ impl ServerStore {
             );
         }
         let channel = |q: &Query, using: &str| {
-            QueryPointsBuilder::new(self.collection())
+            QueryPointsBuilder::new(&collection)
                 .query(q.clone())
                 .using(using)
                 .filter(filter.clone())
@@ -242,7 +246,7 @@ impl ServerStore {
         // One round trip for the fused query and, when asked, the two channels alone.
         let mut results = self
             .client
-            .query_batch(QueryBatchPointsBuilder::new(self.collection(), requests))
+            .query_batch(QueryBatchPointsBuilder::new(&collection, requests))
             .await
             .map_err(grpc("query"))?
             .result
