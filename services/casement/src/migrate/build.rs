@@ -107,6 +107,37 @@ async fn same_model(source: &AnyStore, target: &AnyStore) -> anyhow::Result<bool
     })
 }
 
+/// Copy passes while the source keeps being written (a running service's, or a Qdrant
+/// server's beside running indexers): they stop once a pass copies at most this many
+/// documents; the rest is copied with the pipeline paused, or by the catch-up after the
+/// swap ([`settle`]).
+pub const SMALL_ENOUGH: usize = 8;
+pub const MAX_PASSES: usize = 12;
+
+/// The passes of `casement migrate` (and `--rollback`): until one copies nothing when
+/// nothing else writes the source (the embedded store, locked by this process); on a
+/// server, where indexers may go on writing, until one is small enough.
+pub async fn copy_offline(
+    pointer: &Pointer,
+    source: &AnyStore,
+    target: &Opened,
+    max_passes: usize,
+) -> anyhow::Result<Vec<Pass>> {
+    match pointer {
+        Pointer::Dir(_) => copy(source, target, max_passes, None, &Lines::boxed).await,
+        Pointer::Alias(_) => {
+            copy(
+                source,
+                target,
+                max_passes.max(MAX_PASSES),
+                Some(SMALL_ENOUGH),
+                &Lines::boxed,
+            )
+            .await
+        }
+    }
+}
+
 /// The copy from `source` into `target`, pass after pass, until a pass finds nothing to
 /// copy, or (with `until_small`) copies at most that many documents: a running service's
 /// index keeps changing, and its last pass runs with the pipeline paused.

@@ -32,7 +32,7 @@ use casement_store::AnyStore;
 
 use crate::config::CasementConfig;
 use crate::pointer::Pointer;
-use build::{Lines, Opened};
+use build::Opened;
 pub use config::{ConfigSource, changed, reverse, set_as_env};
 
 pub const SWAPPED: u8 = 0;
@@ -106,7 +106,7 @@ pub async fn command(
     pointer.opened(&name, &args.set).await?;
     let started = Instant::now();
     new.store.set_bulk(true);
-    let passes = build::copy(&source, &new, args.max_passes, None, &Lines::boxed).await?;
+    let passes = build::copy_offline(&pointer, &source, &new, args.max_passes).await?;
     new.store.set_bulk(false);
     new.store.optimize().await?;
     let took = started.elapsed().as_secs_f64();
@@ -207,7 +207,7 @@ pub async fn rollback(
         "bringing {} up to date with {} before serving it again",
         previous.index, serving.index
     );
-    let passes = build::copy(&current, &back, 5, None, &Lines::boxed).await?;
+    let passes = build::copy_offline(&pointer, &current, &back, 5).await?;
     back.store.optimize().await?;
     let replaced = pointer
         .swap(&mut serving, &previous.index, undo, keep_hours)

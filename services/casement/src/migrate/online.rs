@@ -31,10 +31,6 @@ use crate::config::CasementConfig;
 use crate::pointer::Pointer;
 use crate::serving::Serving;
 
-/// Copy passes before the swap: they stop once a pass copies at most this many documents
-/// (the rest is copied with the pipeline paused).
-const SMALL_ENOUGH: usize = 8;
-const MAX_PASSES: usize = 12;
 /// Longest wait for the events in hand before a swap.
 const PAUSE_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Longest time an index is kept for a rollback (ten years).
@@ -334,13 +330,19 @@ impl Online {
         let started = Instant::now();
         target.store.set_bulk(true);
         let online = self.clone();
-        let passes = build::copy(source, target, MAX_PASSES, Some(SMALL_ENOUGH), &move |_| {
-            Box::new(StatusProgress {
-                online: online.clone(),
-                done: std::sync::atomic::AtomicUsize::new(0),
-                embedded: std::sync::atomic::AtomicUsize::new(0),
-            }) as Box<dyn Progress>
-        })
+        let passes = build::copy(
+            source,
+            target,
+            build::MAX_PASSES,
+            Some(build::SMALL_ENOUGH),
+            &move |_| {
+                Box::new(StatusProgress {
+                    online: online.clone(),
+                    done: std::sync::atomic::AtomicUsize::new(0),
+                    embedded: std::sync::atomic::AtomicUsize::new(0),
+                }) as Box<dyn Progress>
+            },
+        )
         .await;
         target.store.set_bulk(false);
         let passes = passes?;
