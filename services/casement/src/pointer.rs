@@ -39,7 +39,7 @@ struct Record {
     migration: Option<Vec<String>>,
     /// In the served collection, from just before the alias moved to it until the
     /// catch-up pass finished: the collection it replaced, which writers may have written
-    /// after the last copy (`build::settle`).
+    /// after the last copy (`migrate::catch_up::settle`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     catch_up: Option<String>,
 }
@@ -280,7 +280,7 @@ impl Pointer {
     }
 
     /// On a server: the collection a stopped migration swapped out of the served one
-    /// before copying what writers wrote there last (see `build::settle`).
+    /// before copying what writers wrote there last (see `migrate::catch_up::settle`).
     pub async fn pending_catch_up(&self, serving: &Serving) -> anyhow::Result<Option<String>> {
         match self {
             Self::Dir(_) => Ok(None),

@@ -1,8 +1,7 @@
 //! The parts of a migration both `casement migrate` and the running service's use: the new
-//! index opened under its configuration, the copy passes from the serving index, the
-//! golden-set gate on both.
+//! index opened under its configuration and the copy passes from the serving index (the
+//! gate is in [`super::gate`], the catch-up after a server swap in [`super::catch_up`]).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,9 +10,7 @@ use casement_inference::Embed;
 use casement_pipeline::factory::{self, ProcessorConfig};
 use casement_pipeline::migrate::{Migration, Pass, Progress};
 use casement_pipeline::{Metrics, Processor};
-use casement_query::eval::{Evaluator, GoldenSet, Report};
 use casement_store::{AnyStore, Store};
-use serde::Serialize;
 
 use crate::config::CasementConfig;
 use crate::pointer::Pointer;
@@ -100,7 +97,7 @@ pub async fn check_source(source: &AnyStore, target: &CasementConfig) -> anyhow:
 }
 
 /// Whether both indexes record the same model (their probes' vectors agree).
-async fn same_model(source: &AnyStore, target: &AnyStore) -> anyhow::Result<bool> {
+pub(super) async fn same_model(source: &AnyStore, target: &AnyStore) -> anyhow::Result<bool> {
     Ok(match (source.settings().await?, target.settings().await?) {
         (Some(a), Some(b)) => a.same_model(&b).0,
         _ => false,
@@ -110,7 +107,7 @@ async fn same_model(source: &AnyStore, target: &AnyStore) -> anyhow::Result<bool
 /// Copy passes while the source keeps being written (a running service's, or a Qdrant
 /// server's beside running indexers): they stop once a pass copies at most this many
 /// documents; the rest is copied with the pipeline paused, or by the catch-up after the
-/// swap ([`settle`]).
+/// swap ([`super::catch_up::settle`]).
 pub const SMALL_ENOUGH: usize = 8;
 pub const MAX_PASSES: usize = 12;
 
@@ -232,212 +229,6 @@ pub async fn final_pass(source: &AnyStore, target: &Opened, strict: bool) -> any
         again.copied
     );
     Ok(pass)
-}
-
-/// After a swap on a Qdrant server: other processes (indexers, the all-in-one) may have
-/// written the replaced collection after the last copy pass. Every event they committed
-/// was written before the alias moved (their flush looks at the alias before they commit,
-/// and refuses once it moved: `casement_store::Aliases`), so one pass from the replaced
-/// collection, now, copies them all; what they write after the move is refused and
-/// delivered again once they restart with the new settings. A document the served
-/// collection holds newer (its own writers went on) is left as it is. The catch-up is
-/// recorded in the served collection before the alias moves and cleared here, so a
-/// migration stopped in between finishes it at its next run ([`finish_catch_up`]).
-pub async fn settle(pointer: &Pointer, replaced: &AnyStore, served: &Opened) -> anyhow::Result<()> {
-    if !matches!(pointer, Pointer::Alias(_)) {
-        return Ok(());
-    }
-    // A test's kill point: swapped, the catch-up not run.
-    if std::env::var_os("CASEMENT_MIGRATE_STALL_BEFORE_CATCH_UP").is_some() {
-        eprintln!(
-            "stalled before the catch-up (CASEMENT_MIGRATE_STALL_BEFORE_CATCH_UP): waiting to be killed"
-        );
-        std::future::pending::<()>().await;
-    }
-    let migration = Migration {
-        source: replaced.clone(),
-        target: Arc::new(served.processor(&Metrics::new())?),
-        concurrency: 4 * served.config.pipeline.embed_concurrency.max(1),
-        sync_every: 64,
-        stop_after: None,
-        reuse_vectors: same_model(replaced, &served.store).await?,
-        over_tombstones: false,
-    };
-    let pass = migration.pass(&()).await?;
-    pointer.caught_up(&served.name).await?;
-    eprintln!(
-        "caught up: {} documents copied from the replaced collection after the swap ({} sentences embedded)",
-        pass.copied, pass.embedded
-    );
-    Ok(())
-}
-
-/// A catch-up a stopped migration left pending ([`settle`]), finished under whichever of
-/// `configs` the served collection was built with; which one.
-pub async fn finish_catch_up(
-    pointer: &Pointer,
-    serving: &str,
-    from: &str,
-    configs: &[&CasementConfig],
-) -> anyhow::Result<usize> {
-    eprintln!(
-        "finishing what a stopped migration left: copying into {serving} what was written to {from} before the swap"
-    );
-    let dimension = pointer.dimension(from).await?;
-    let mut refused = Vec::new();
-    for (which, config) in configs.iter().enumerate() {
-        match Opened::open(pointer, serving, config, None).await {
-            Ok(served) => {
-                let replaced = AnyStore::open(
-                    &pointer.store_config(config, from),
-                    dimension.unwrap_or(served.model.dimension()),
-                )
-                .await
-                .with_context(|| format!("opening {from}"))?;
-                settle(pointer, &replaced, &served).await?;
-                return Ok(which);
-            }
-            Err(error) => refused.push(format!("{error:#}")),
-        }
-    }
-    anyhow::bail!(
-        "a migration swapped {serving} in and stopped before copying what was written to {from} \
-         just before: run casement migrate with {serving}'s settings (the pairs it printed) to \
-         finish it ({})",
-        refused.join("; ")
-    )
-}
-
-/// The golden set's figures for both indexes, and whether the new one may be served.
-#[derive(Debug, Clone, Serialize)]
-pub struct Gate {
-    pub golden: Option<PathBuf>,
-    pub margin: f64,
-    pub serving: Option<Figures>,
-    pub new: Option<Figures>,
-    pub passed: bool,
-    /// Passed only because it was forced.
-    pub forced: bool,
-}
-
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Figures {
-    pub k: usize,
-    pub queries: usize,
-    pub recall: f64,
-    pub mrr: f64,
-    pub failures: usize,
-}
-
-impl From<&Report> for Figures {
-    fn from(report: &Report) -> Self {
-        Self {
-            k: report.k,
-            queries: report.queries,
-            recall: report.recall,
-            mrr: report.mrr,
-            failures: report.failures,
-        }
-    }
-}
-
-impl Gate {
-    /// The side-by-side table.
-    pub fn print(&self) {
-        let (Some(golden), Some(old), Some(new)) = (&self.golden, self.serving, self.new) else {
-            println!(
-                "gate: no golden set ([eval] golden){}",
-                if self.forced {
-                    ": swapping without it (--force)"
-                } else {
-                    ": it cannot run; --force swaps without it"
-                }
-            );
-            return;
-        };
-        println!(
-            "gate ({}, {} queries, k = {}, margin {}):",
-            golden.display(),
-            old.queries,
-            old.k,
-            self.margin
-        );
-        println!("  {:<12} {:>8} {:>8}", "", "serving", "new");
-        let recall = format!("recall@{}", old.k);
-        println!("  {recall:<12} {:>8.3} {:>8.3}", old.recall, new.recall);
-        let mrr = format!("MRR@{}", old.k);
-        println!("  {mrr:<12} {:>8.3} {:>8.3}", old.mrr, new.mrr);
-        println!(
-            "  {:<12} {:>8} {:>8}",
-            "failures", old.failures, new.failures
-        );
-        if self.forced {
-            println!("  worse than the margin allows: swapping anyway (--force)");
-        } else if !self.passed {
-            println!("  the new index is worse than the margin allows");
-        }
-    }
-}
-
-/// The golden set of `config` (the sample's, on a data directory made by the sample).
-pub fn golden_set(config: &CasementConfig) -> Option<PathBuf> {
-    config.eval.golden().map(Path::to_path_buf).or_else(|| {
-        let sample = crate::sample::golden_path(&config.data_dir);
-        sample.exists().then_some(sample)
-    })
-}
-
-/// Runs the golden set on the serving index and on the new one.
-pub async fn gate(
-    serving: (&CasementConfig, &AnyStore, &Arc<dyn Embed>),
-    new: &Opened,
-    margin: f64,
-    force: bool,
-) -> anyhow::Result<Gate> {
-    let Some(golden) = golden_set(serving.0) else {
-        return Ok(Gate {
-            golden: None,
-            margin,
-            serving: None,
-            new: None,
-            passed: force,
-            forced: force,
-        });
-    };
-    let set = GoldenSet::load(&golden)?;
-    let old = evaluate(serving.0, serving.1, serving.2, &golden, &set).await?;
-    let fresh = evaluate(&new.config, &new.store, &new.model, &golden, &set).await?;
-    let worse = fresh.recall < old.recall - margin || fresh.mrr < old.mrr - margin;
-    Ok(Gate {
-        golden: Some(golden),
-        margin,
-        serving: Some((&old).into()),
-        new: Some((&fresh).into()),
-        passed: !worse || force,
-        forced: worse && force,
-    })
-}
-
-async fn evaluate(
-    config: &CasementConfig,
-    store: &AnyStore,
-    model: &Arc<dyn Embed>,
-    golden: &Path,
-    set: &GoldenSet,
-) -> anyhow::Result<Report> {
-    let mut query = config.query();
-    query.eval.golden = golden.to_path_buf();
-    let reranker = casement_query::service::load_reranker(&query).await?;
-    let app = casement_query::service::app(
-        query,
-        store.clone(),
-        model.clone(),
-        reranker,
-        casement_query::Metrics::new(),
-    );
-    let evaluator = Evaluator::new(&app, &prometheus::Registry::new())
-        .context("the golden set is configured")?;
-    Ok(evaluator.evaluate(set).await?)
 }
 
 /// Progress of a pass: a line every few seconds and at its end (stderr).

@@ -13,7 +13,7 @@ use casement_pipeline::migrate::Pass;
 use casement_query::error::ApiError;
 use serde::{Deserialize, Serialize};
 
-use super::build::Gate;
+use super::gate::Gate;
 use super::online::{MAX_KEEP_HOURS, Online};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -19,7 +19,9 @@
 //! swapped on a server but the catch-up is pending (the next run finishes it).
 
 pub mod build;
+pub mod catch_up;
 pub mod config;
+pub mod gate;
 pub mod http;
 pub mod metrics;
 pub mod online;
@@ -67,16 +69,11 @@ pub async fn command(
     let mut serving = pointer.load().await?;
     if let Some(from) = pointer.pending_catch_up(&serving).await? {
         let finished =
-            build::finish_catch_up(&pointer, &serving.index, &from, &[&target, &config]).await?;
+            catch_up::finish(&pointer, &serving.index, &from, &[&target, &config]).await?;
         if finished == 0 {
             // This very migration, stopped after its swap: now complete.
-            println!(
-                "the migration into {} is complete; set in the configuration every service of this index starts with:",
-                serving.index
-            );
-            for pair in &args.set {
-                println!("  {pair}");
-            }
+            println!("the migration into {} is complete", serving.index);
+            print_pairs(&args.set);
             return Ok(SWAPPED);
         }
     }
@@ -118,7 +115,7 @@ pub async fn command(
         passes.len(),
         embedded as f64 / took.max(1e-9)
     );
-    let gate = build::gate(
+    let gate = gate::gate(
         (&config, &source, &source_model),
         &new,
         args.margin,
@@ -141,14 +138,18 @@ pub async fn command(
         pointer.describe(),
         args.keep_hours
     );
+    // The catch-up before the pairs: services restarted with them write the new index,
+    // and their writes should not meet the catch-up's.
+    let settled = catch_up::settle(&pointer, &source, &new).await;
+    print_pairs(&args.set);
+    Ok(caught_up(settled, &old))
+}
+
+fn print_pairs(pairs: &[String]) {
     println!("set in the configuration every service of this index starts with:");
-    for pair in &args.set {
+    for pair in pairs {
         println!("  {pair}");
     }
-    Ok(caught_up(
-        build::settle(&pointer, &source, &new).await,
-        &old,
-    ))
 }
 
 /// The exit code after a swap: [`SWAPPED`], or [`CATCH_UP_PENDING`] when the catch-up
@@ -178,7 +179,7 @@ pub async fn rollback(
     let pointer = Pointer::of(&config)?;
     let mut serving = pointer.load().await?;
     if let Some(from) = pointer.pending_catch_up(&serving).await? {
-        build::finish_catch_up(&pointer, &serving.index, &from, &[&config]).await?;
+        catch_up::finish(&pointer, &serving.index, &from, &[&config]).await?;
     }
     let Some(previous) = serving.previous.clone() else {
         anyhow::bail!(
@@ -219,12 +220,7 @@ pub async fn rollback(
         previous.index,
         passes.iter().map(|p| p.copied).sum::<usize>()
     );
-    println!("set in the configuration every service of this index starts with:");
-    for pair in &previous.restore {
-        println!("  {pair}");
-    }
-    Ok(caught_up(
-        build::settle(&pointer, &current, &back).await,
-        &replaced,
-    ))
+    let settled = catch_up::settle(&pointer, &current, &back).await;
+    print_pairs(&previous.restore);
+    Ok(caught_up(settled, &replaced))
 }

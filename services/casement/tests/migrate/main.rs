@@ -71,6 +71,36 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// Runs `command` until its stderr says `needle` (a test's kill point), then SIGKILLs it.
+fn kill_at(mut command: Command, needle: &str) {
+    let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let needle = needle.to_owned();
+    let (reached, seen) = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut seen = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(&needle) {
+                return (true, seen);
+            }
+        }
+        (false, seen)
+    })
+    .join()
+    .unwrap();
+    assert!(
+        reached,
+        "the migration did not reach its kill point:\n{seen}"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
 fn migrate_args(set: &[&str]) -> Vec<String> {
     let mut args = vec!["migrate".to_owned()];
     for pair in set {

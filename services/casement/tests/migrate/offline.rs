@@ -12,41 +12,16 @@ async fn a_killed_migration_resumes_is_gated_swapped_and_rolled_back() {
     assert!(output.status.success(), "{}", text(&output));
 
     // Killed halfway: two documents copied (and synced), then SIGKILL.
-    let mut child = command(
+    let mut stalled = command(
         &data,
         &migrate_args(&INT8)
             .iter()
             .map(String::as_str)
             .collect::<Vec<_>>(),
         &[],
-    )
-    .env("CASEMENT_MIGRATE_STALL_AFTER", "2")
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let stalled = std::thread::spawn(move || {
-        use std::io::BufRead;
-        let mut seen = String::new();
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains("stalled after 2 documents") {
-                return (true, seen);
-            }
-        }
-        (false, seen)
-    });
-    let (reached, seen) = stalled.join().unwrap();
-    assert!(
-        reached,
-        "the migration did not reach its kill point:\n{seen}"
     );
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    stalled.env("CASEMENT_MIGRATE_STALL_AFTER", "2");
+    kill_at(stalled, "stalled after 2 documents");
     assert_eq!(
         serving(&data)["index"],
         "index",

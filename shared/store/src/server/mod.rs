@@ -5,10 +5,11 @@
 //! (`wait=true`).
 
 mod alias;
+mod aliases;
 mod read;
 mod write;
 
-pub use alias::Aliases;
+pub use aliases::Aliases;
 
 use std::collections::HashMap;
 use std::time::Duration;
