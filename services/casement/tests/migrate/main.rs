@@ -71,6 +71,47 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// Searches every 20 ms until aborted, while `base` names a running service (not while
+/// it restarts); counts those failed or empty.
+fn keep_searching(
+    base: Arc<tokio::sync::Mutex<Option<String>>>,
+) -> (
+    tokio::task::JoinHandle<()>,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+) {
+    let (searches, failures) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let task = {
+        let (searches, failures) = (searches.clone(), failures.clone());
+        tokio::spawn(async move {
+            loop {
+                // Held for the search: a restart waits for the one under way.
+                let serving = base.lock().await;
+                if let Some(url) = serving.as_deref() {
+                    let (status, body) = support::Client::new(url)
+                        .post_raw(
+                            "/v1/search",
+                            serde_json::to_vec(
+                                &json!({"query": "How long does a name change take?"}),
+                            )
+                            .unwrap(),
+                        )
+                        .await;
+                    let windows = body["windows"].as_array().map_or(0, Vec::len);
+                    if status != 200 || windows == 0 {
+                        eprintln!("search failed: {status} {body}");
+                        failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                    searches.fetch_add(1, Ordering::Relaxed);
+                }
+                drop(serving);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    (task, searches, failures)
+}
+
 /// Runs `command` until its stderr says `needle` (a test's kill point), then SIGKILLs it.
 fn kill_at(mut command: Command, needle: &str) {
     let mut child = command.stderr(Stdio::piped()).spawn().unwrap();

@@ -93,28 +93,8 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
     let client = Arc::new(support::Client::new(&casement.base));
 
     // Searches all along: none may fail or come back empty.
-    let (searches, failures) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let searching = {
-        let (client, searches, failures) = (client.clone(), searches.clone(), failures.clone());
-        tokio::spawn(async move {
-            loop {
-                let (status, body) = client
-                    .post_raw(
-                        "/v1/search",
-                        serde_json::to_vec(&json!({"query": "How long does a name change take?"}))
-                            .unwrap(),
-                    )
-                    .await;
-                let windows = body["windows"].as_array().map_or(0, Vec::len);
-                if status != 200 || windows == 0 {
-                    eprintln!("search failed: {status} {body}");
-                    failures.fetch_add(1, Ordering::Relaxed);
-                }
-                searches.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
+    let base = Arc::new(tokio::sync::Mutex::new(Some(casement.base.clone())));
+    let (searching, searches, failures) = keep_searching(base);
     let mut lines = Vec::new();
 
     // 1. fp32 -> int8, while edits arrive; a second request meanwhile is refused.

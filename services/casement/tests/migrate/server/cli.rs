@@ -101,26 +101,12 @@ async fn a_server_migration_swaps_the_alias_under_a_running_service() {
     drop(service); // SIGKILL
     let service = start(&int8);
     *base.lock().await = Some(service.base.clone());
-    let last = edit(lines.len()).1["doc_id"].as_str().unwrap().to_owned();
     let new = server.collection(2).await;
-    support::eventually(
-        Duration::from_secs(60),
-        "the waiting edit is applied",
-        || async { new.document(last.as_str()).await.unwrap().is_some() },
-    )
-    .await;
+    wait_for_edit(&new, lines.len()).await;
     for _ in 0..2 {
         send_edit(&service.base, &mut lines).await;
     }
-    let edits_before_rollback = lines.len();
-    support::eventually(Duration::from_secs(60), "every edit is applied", || async {
-        let edit = edit(edits_before_rollback).1;
-        new.document(edit["doc_id"].as_str().unwrap())
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_for_edit(&new, lines.len()).await;
 
     // The new collection equals a fresh int8 backfill of the sample and every edit.
     let fresh = dir.path().join("fresh-int8");
@@ -148,15 +134,7 @@ async fn a_server_migration_swaps_the_alias_under_a_running_service() {
     let service = start(&fp32);
     *base.lock().await = Some(service.base.clone());
     send_edit(&service.base, &mut lines).await;
-    let total = lines.len();
-    support::eventually(Duration::from_secs(60), "every edit is applied", || async {
-        let edit = edit(total).1;
-        old.document(edit["doc_id"].as_str().unwrap())
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_for_edit(&old, lines.len()).await;
     let fresh = dir.path().join("fresh-fp32");
     let fresh = backfill(&fresh, &log_with(dir.path(), "fp32.jsonl", &lines), &[]);
     assert_same_index(&old, &fresh).await;

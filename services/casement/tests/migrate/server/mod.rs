@@ -76,45 +76,15 @@ pub(super) fn with<'a>(
         .collect()
 }
 
-/// Searches every 20 ms until aborted, while `base` names a running service (not while
-/// it restarts); counts those failed or empty.
-pub(super) fn keep_searching(
-    base: Arc<tokio::sync::Mutex<Option<String>>>,
-) -> (
-    tokio::task::JoinHandle<()>,
-    Arc<AtomicUsize>,
-    Arc<AtomicUsize>,
-) {
-    let (searches, failures) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let task = {
-        let (searches, failures) = (searches.clone(), failures.clone());
-        tokio::spawn(async move {
-            loop {
-                // Held for the search: a restart waits for the one under way.
-                let serving = base.lock().await;
-                if let Some(url) = serving.as_deref() {
-                    let (status, body) = support::Client::new(url)
-                        .post_raw(
-                            "/v1/search",
-                            serde_json::to_vec(
-                                &json!({"query": "How long does a name change take?"}),
-                            )
-                            .unwrap(),
-                        )
-                        .await;
-                    let windows = body["windows"].as_array().map_or(0, Vec::len);
-                    if status != 200 || windows == 0 {
-                        eprintln!("search failed: {status} {body}");
-                        failures.fetch_add(1, Ordering::Relaxed);
-                    }
-                    searches.fetch_add(1, Ordering::Relaxed);
-                }
-                drop(serving);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
-    (task, searches, failures)
+/// Waits until `store` holds edit `n` (each edit is a page of its own).
+pub(super) async fn wait_for_edit(store: &ServerStore, n: usize) {
+    let doc_id = edit(n).1["doc_id"].as_str().unwrap().to_owned();
+    support::eventually(
+        Duration::from_secs(60),
+        &format!("edit {n} is applied"),
+        || async { store.document(doc_id.as_str()).await.unwrap().is_some() },
+    )
+    .await;
 }
 
 pub(super) async fn send_edit(base: &str, lines: &mut Vec<Value>) -> u16 {
