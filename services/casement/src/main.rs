@@ -273,8 +273,20 @@ fn main() -> ExitCode {
                     *keep_hours,
                 ));
             }
-            let target = source.target(&config, set)?;
-            casement_service::runtime()?.block_on(casement::migrate::command(config, target, args))
+            let runtime = casement_service::runtime()?;
+            let target = match source.target(&config, set) {
+                Ok(target) => target,
+                // Pairs already in the configuration: a migration stopped after its swap is
+                // finished by the same command once its pairs are set.
+                Err(error) => {
+                    return match runtime.block_on(casement::migrate::finish_pending(&config)) {
+                        Ok(true) => Ok(casement::migrate::SWAPPED),
+                        Ok(false) => Err(error),
+                        Err(finish) => Err(finish.context(format!("{error:#}"))),
+                    };
+                }
+            };
+            runtime.block_on(casement::migrate::command(config, target, args))
         })();
         return match outcome {
             Ok(code) => ExitCode::from(code),

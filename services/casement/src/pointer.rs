@@ -262,9 +262,13 @@ impl Pointer {
                 record.catch_up = Some(old.clone());
                 aliases.set_record(name, &record.text()?).await?;
                 aliases.point_at(name).await?;
+                // The alias moved: the swap happened. What follows is tidying, which may
+                // fail without undoing it (a migration record left in the served
+                // collection is ignored, a kept one's record is replaced at its next swap).
                 record.migration = None;
-                aliases.set_record(name, &record.text()?).await?;
-                // The replaced collection keeps nothing of its own now.
+                if let Err(error) = aliases.set_record(name, &record.text()?).await {
+                    tracing::warn!(%error, collection = %name, "could not drop the migration from the served collection's record");
+                }
                 if let Err(error) = aliases.set_record(&old, "").await {
                     tracing::warn!(%error, collection = %old, "could not clear the record of the replaced collection");
                 }

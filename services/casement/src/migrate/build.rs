@@ -192,7 +192,8 @@ pub async fn copy(
             );
         }
         passes.push(pass);
-        let small = until_small.is_some_and(|n| pass.copied + pass.deferred <= n);
+        // Deferred documents (half-written in the source) are left to the last pass.
+        let small = until_small.is_some_and(|n| pass.copied <= n);
         if pass.converged() || small {
             return Ok(passes);
         }

@@ -52,7 +52,8 @@ pub async fn settle(pointer: &Pointer, replaced: &AnyStore, served: &Opened) -> 
 }
 
 /// A catch-up a stopped migration left pending ([`settle`]), finished under whichever of
-/// `configs` the served collection was built with; which one.
+/// `configs` the served collection was built with; which one (`configs.len()` when the
+/// replaced collection is gone, and there was nothing to copy).
 pub async fn finish(
     pointer: &Pointer,
     serving: &str,
@@ -62,6 +63,11 @@ pub async fn finish(
     eprintln!(
         "finishing what a stopped migration left: copying into {serving} what was written to {from} before the swap"
     );
+    if !pointer.exists(from).await? {
+        eprintln!("{from} is gone: there is nothing left to copy from it");
+        pointer.caught_up(serving).await?;
+        return Ok(configs.len());
+    }
     let dimension = pointer.dimension(from).await?;
     let mut refused = Vec::new();
     for (which, config) in configs.iter().enumerate() {

@@ -130,6 +130,7 @@ pub async fn command(
         );
         return Ok(REFUSED);
     }
+    last_pass(&pointer, &source, &new).await?;
     let old = pointer
         .swap(&mut serving, &name, restore, args.keep_hours)
         .await?;
@@ -143,6 +144,35 @@ pub async fn command(
     let settled = catch_up::settle(&pointer, &source, &new).await;
     print_pairs(&args.set);
     Ok(caught_up(settled, &old))
+}
+
+/// On a server, one more pass just before the swap, while nothing but this migration
+/// writes the new collection (so the source is the truth, also over a tombstone there): the
+/// catch-up after the swap, where other writers may have gone on, leaves such documents as
+/// it finds them. On the embedded store the passes ran until one copied nothing.
+async fn last_pass(pointer: &Pointer, source: &AnyStore, new: &Opened) -> anyhow::Result<()> {
+    if matches!(pointer, Pointer::Alias(_)) {
+        let pass = build::final_pass(source, new, false).await?;
+        eprintln!(
+            "last pass before the swap: {} documents copied ({} sentences embedded)",
+            pass.copied, pass.embedded
+        );
+    }
+    Ok(())
+}
+
+/// A catch-up a stopped migration left on a server, finished under `config`: what
+/// `casement migrate` does before refusing pairs that change nothing (they are already
+/// in the configuration). Whether there was one.
+pub async fn finish_pending(config: &CasementConfig) -> anyhow::Result<bool> {
+    let pointer = Pointer::of(config)?;
+    let serving = pointer.load().await?;
+    let Some(from) = pointer.pending_catch_up(&serving).await? else {
+        return Ok(false);
+    };
+    catch_up::finish(&pointer, &serving.index, &from, &[config]).await?;
+    println!("the migration into {} is complete", serving.index);
+    Ok(true)
 }
 
 fn print_pairs(pairs: &[String]) {
@@ -160,7 +190,8 @@ fn caught_up(settled: anyhow::Result<()>, replaced: &str) -> u8 {
         Err(error) => {
             eprintln!(
                 "the swap happened, but copying what was written to {replaced} just before it did \
-                 not finish: {error:#}\nthe next `casement migrate` finishes it (the same command does)"
+                 not finish: {error:#}\nthe next `casement migrate` finishes it: the same command, \
+                 or the same pairs once set in the configuration"
             );
             CATCH_UP_PENDING
         }
@@ -210,6 +241,7 @@ pub async fn rollback(
     );
     let passes = build::copy_offline(&pointer, &current, &back, 5).await?;
     back.store.optimize().await?;
+    last_pass(&pointer, &current, &back).await?;
     let replaced = pointer
         .swap(&mut serving, &previous.index, undo, keep_hours)
         .await?;

@@ -276,9 +276,7 @@ impl Online {
         let (running, model) = self.serving();
         let pointer = self.pointer().map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut serving = pointer.load().await?;
-        if let Some(from) = pointer.pending_catch_up(&serving).await? {
-            catch_up::finish(pointer, &serving.index, &from, &[&running]).await?;
-        }
+        self.finish_pending(pointer, &serving, &running).await?;
         pointer.forget_expired(&mut serving).await?;
         let name = pointer.begin(&mut serving, &request.set).await?;
         self.update(|s| s.target = Some(name.clone()));
@@ -317,6 +315,8 @@ impl Online {
     ) -> anyhow::Result<Phase> {
         let (running, model) = self.serving();
         let pointer = self.pointer().map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.finish_pending(pointer, &pointer.load().await?, &running)
+            .await?;
         let back = Opened::open(pointer, &index, &earlier, Some((&running, &model))).await?;
         let source = self.slot.current().store.clone();
         tracing::info!(index = %index, "rollback: bringing the previous index up to date");
@@ -324,6 +324,31 @@ impl Online {
         self.update(|s| s.phase = Phase::Swapping);
         self.swap_to(back, undo, keep_hours, &restore).await?;
         Ok(Phase::RolledBack)
+    }
+
+    /// A catch-up a stopped migration left (on a server), finished while this pipeline is
+    /// paused: its writes to the same documents would race the catch-up's.
+    async fn finish_pending(
+        &self,
+        pointer: &Pointer,
+        serving: &Serving,
+        running: &CasementConfig,
+    ) -> anyhow::Result<()> {
+        let Some(from) = pointer.pending_catch_up(serving).await? else {
+            return Ok(());
+        };
+        let paused = tokio::time::timeout(PAUSE_WAIT, self.slot.pause())
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "the events in hand did not finish within {} s, so the pipeline was not \
+                     paused for the catch-up a stopped migration left",
+                    PAUSE_WAIT.as_secs()
+                )
+            })?;
+        let finished = catch_up::finish(pointer, &serving.index, &from, &[running]).await;
+        drop(paused);
+        finished.map(drop)
     }
 
     /// Copy passes while events flow, then the vector index built.

@@ -72,12 +72,25 @@ pub(super) struct Follow {
     moved: RwLock<Option<Moved>>,
     /// The target last warned about (one warning per move).
     warned: std::sync::Mutex<Option<String>>,
+    /// Held across a whole look, so that an older answer never overwrites a newer one.
+    looking: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug, Clone)]
-struct Moved {
+pub(super) struct Moved {
     target: String,
     reason: String,
+}
+
+impl Moved {
+    pub(super) fn error(self, alias: &str, collection: &str) -> Error {
+        Error::Moved {
+            alias: alias.to_owned(),
+            collection: collection.to_owned(),
+            target: self.target,
+            reason: self.reason,
+        }
+    }
 }
 
 impl Follow {
@@ -87,6 +100,7 @@ impl Follow {
             ours: RwLock::new(None),
             moved: RwLock::new(None),
             warned: std::sync::Mutex::new(None),
+            looking: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -100,14 +114,16 @@ impl Follow {
     pub(super) fn writable(&self, alias: Option<&str>, collection: &str) -> Result<()> {
         let moved = self.moved.read().ok().and_then(|m| m.clone());
         match (alias, moved) {
-            (Some(alias), Some(moved)) => Err(Error::Moved {
-                alias: alias.to_owned(),
-                collection: collection.to_owned(),
-                target: moved.target,
-                reason: moved.reason,
-            }),
+            (Some(alias), Some(moved)) => Err(moved.error(alias, collection)),
             _ => Ok(()),
         }
+    }
+
+    fn access(&self) -> Option<Access> {
+        self.ours
+            .read()
+            .ok()
+            .and_then(|o| o.as_ref().map(|(_, a)| *a))
     }
 
     fn set_moved(&self, moved: Option<Moved>) {
@@ -148,7 +164,7 @@ pub(super) fn spawn_follower(
                 return;
             };
             match look(&client, &alias, &collection, &follow).await {
-                Ok(()) => failures = 0,
+                Ok(_) => failures = 0,
                 Err(error) => {
                     failures += 1;
                     // A server that does not answer shows in every other call too; a
@@ -163,27 +179,44 @@ pub(super) fn spawn_follower(
 }
 
 /// Looks where `alias` points and settles what this process does about it:
-/// - it names `collection` (or nothing, deleted by hand): carry on, writes allowed;
+/// - it names `collection`: carry on, writes allowed;
 /// - it names another collection and this process only reads, with settings that fit that
 ///   collection's: reads move there;
+/// - it names nothing (deleted by hand): a reader carries on, a writer refuses;
 /// - otherwise writes are refused from now on (whatever the other collection's settings,
 ///   readable or not: a writer's plans were made against its own collection) and reads stay.
+///
+/// Returns the refusal this look decided, if any: what a flush goes by (not the shared
+/// state, which a concurrent look may be about to change).
 pub(super) async fn look(
     client: &Qdrant,
     alias: &str,
     collection: &RwLock<String>,
     follow: &Follow,
-) -> Result<()> {
+) -> Result<Option<Moved>> {
+    let _in_order = follow.looking.lock().await;
     let current = read_name(collection);
+    let reader = follow.access() == Some(Access::Read);
     let target = match resolve(client, alias).await? {
         Some(target) if target != current => target,
+        None if !reader => {
+            let moved = Moved {
+                target: "nothing".to_owned(),
+                reason: "the alias was deleted".to_owned(),
+            };
+            if follow.first_warning(Some("")) {
+                tracing::warn!(alias, collection = %current, "the collection alias names no collection: this process writes nothing until it names this process's collection again");
+            }
+            follow.set_moved(Some(moved.clone()));
+            return Ok(Some(moved));
+        }
         _ => {
             let was_moved = follow.moved.read().is_ok_and(|m| m.is_some());
             follow.set_moved(None);
             if follow.first_warning(None) && was_moved {
                 tracing::info!(alias, collection = %current, "the collection alias names this process's collection again: writes resume");
             }
-            return Ok(());
+            return Ok(None);
         }
     };
     let theirs = super::read::settings_of(client, &target).await;
@@ -198,7 +231,7 @@ pub(super) async fn look(
                 follow.set_moved(None);
                 follow.first_warning(None);
                 tracing::info!(alias, from = %current, to = %target, "the collection alias moved to a collection of this process's model and radius: searches follow it");
-                return Ok(());
+                return Ok(None);
             }
             if found.is_empty() {
                 "made with the same settings, but a writer stays on the collection its plans were made against".to_owned()
@@ -214,8 +247,9 @@ pub(super) async fn look(
         tracing::warn!(alias, collection = %current, target = %target, reason = %reason,
             "the collection alias moved to another collection: this process keeps reading its own and writes nothing until it restarts with the new collection's settings");
     }
-    follow.set_moved(Some(Moved { target, reason }));
-    Ok(())
+    let moved = Moved { target, reason };
+    follow.set_moved(Some(moved.clone()));
+    Ok(Some(moved))
 }
 
 pub(super) fn read_name(collection: &RwLock<String>) -> String {

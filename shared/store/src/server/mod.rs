@@ -358,9 +358,11 @@ impl Store for ServerStore {
     /// only after it, so no event written to a collection a migration replaced is committed
     /// (see [`alias`]).
     async fn sync(&self) -> Result<()> {
-        if let Some(alias) = &self.alias {
-            alias::look(&self.client, alias, &self.collection, &self.follow).await?;
-            self.writable()?;
+        if let Some(alias) = &self.alias
+            && let Some(moved) =
+                alias::look(&self.client, alias, &self.collection, &self.follow).await?
+        {
+            return Err(moved.error(alias, &self.collection()));
         }
         Ok(())
     }

@@ -14,6 +14,24 @@ use super::{Online, PAUSE_WAIT};
 use crate::pointer::Pointer;
 
 impl Online {
+    /// The new collection through the alias (so that this process notices a later move),
+    /// or, when that cannot be opened now, as it is.
+    async fn through_alias(&self, new: Opened) -> Opened {
+        let opened = async {
+            let store = AnyStore::open(&new.config.store(), new.model.dimension()).await?;
+            factory::check_index_settings(&store, &new.model, build::processor_config(&new.config))
+                .await?;
+            anyhow::Ok(store)
+        };
+        match opened.await {
+            Ok(store) => Opened { store, ..new },
+            Err(error) => {
+                tracing::warn!(error = format!("{error:#}"), collection = %new.name, "the new collection could not be opened through the alias; this process uses it directly and will not notice a later move before it restarts");
+                new
+            }
+        }
+    }
+
     /// Pauses the pipeline, copies the last changes, points `serving.json` (or the alias)
     /// at `new` and puts it in the pipeline and the searcher; then events flow again.
     pub(super) async fn swap_to(
@@ -55,15 +73,23 @@ impl Online {
             .await?;
         // On a server, the new collection is used through the alias from now on, so that
         // this process notices when a later migration moves it.
+        // The swap happened: from here on nothing may leave the pipeline on the old index.
         let new = if on_server {
-            let store = AnyStore::open(&new.config.store(), new.model.dimension()).await?;
-            factory::check_index_settings(&store, &new.model, build::processor_config(&new.config))
-                .await?;
-            Opened { store, ..new }
+            self.through_alias(new).await
         } else {
             new
         };
-        let processor = new.processor(&self.pipeline_metrics)?;
+        let processor = match new.processor(&self.pipeline_metrics) {
+            Ok(processor) => processor,
+            // Built from the configuration the copy already ran with: not expected to fail.
+            Err(error) => {
+                tracing::error!(
+                    error = format!("{error:#}"),
+                    "the swap happened but its processor could not be built: restart this service with the printed pairs"
+                );
+                return Err(error);
+            }
+        };
         self.slot.replace(&paused, processor);
         self.app.searcher.swap(
             new.store.clone(),

@@ -152,7 +152,8 @@ async fn a_server_migration_swaps_the_alias_under_a_running_service() {
 
 /// `casement migrate` killed after its swap, before the catch-up: a write committed to the
 /// old collection before the swap is still copied, by the next run, which says the
-/// migration is complete.
+/// migration is complete. A rollback killed the same way is finished by a run whose pairs
+/// are already in the configuration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_killed_after_its_swap_catches_up_at_the_next_run() {
     let Some(mut server) = Server::from_env() else {
@@ -220,5 +221,29 @@ async fn a_migration_killed_after_its_swap_catches_up_at_the_next_run() {
         &INT8_ENV,
     );
     assert_same_index(&new, &fresh).await;
+
+    // A rollback killed the same way, then finished by a command whose pairs are already in
+    // the configuration (the operator set the printed ones): they change nothing, so it only
+    // finishes the catch-up.
+    let int8 = with(&server_env, &INT8_ENV);
+    let mut stalled = command(&data, &["migrate", "--rollback"], &int8);
+    stalled.env("CASEMENT_MIGRATE_STALL_BEFORE_CATCH_UP", "1");
+    kill_at(stalled, "stalled before the catch-up");
+    let first = format!("{}.1", server.alias);
+    assert_eq!(aliases.target().await.unwrap(), Some(first.clone()));
+    let record = aliases.record(&first).await.unwrap().unwrap();
+    assert!(record.contains("\"catch_up\":"), "{record}");
+    let restore = ["embedder.precision=fp32", "embedder.batch_size=32"];
+    let args = migrate_args(&restore);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let finished = casement(&data, &args, &fp32);
+    let said = text(&finished);
+    assert_eq!(finished.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!("the migration into {first} is complete")),
+        "{said}"
+    );
+    let record = aliases.record(&first).await.unwrap().unwrap_or_default();
+    assert!(!record.contains("\"catch_up\":"), "{record}");
     aliases.drop_all().await.unwrap();
 }
