@@ -106,6 +106,8 @@ bench-wiki: models
 
 ## An online migration (fp32 -> int8) of the SQuAD dev articles against the raw int8 model,
 ## and the search latency during it (needs ../shared/data); writes target/bench/migrate.json.
+## With QDRANT_URL (a Qdrant server's gRPC address) the same on that server, behind
+## collection aliases of its own; writes target/bench/migrate-server.json.
 bench-migrate: models
 	$(CARGO) bench --locked -p casement --bench migrate
 

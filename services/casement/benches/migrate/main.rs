@@ -13,6 +13,11 @@
 //! before the service starts (ONNX Runtime, batches of `embedder.batch_size`, inputs sorted
 //! by length). The gate's figures (a golden set of SQuAD questions) are printed too.
 //! Prints a table and writes `target/bench/migrate.json`. Needs `../shared/data`.
+//!
+//! With `QDRANT_URL` (a Qdrant server's gRPC address), the same against that server: the
+//! articles backfilled behind two collection aliases of their own, one migrated by
+//! `casement migrate` alone, the other online in `casement run` with `store.backend =
+//! "server"`; writes `target/bench/migrate-server.json` and drops both aliases' collections.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
@@ -66,11 +71,32 @@ async fn search(http: &reqwest::Client, base: &str, query: &str) -> (f64, bool) 
     (started.elapsed().as_secs_f64() * 1000.0, ok)
 }
 
-fn start(bin: &Path, data: &Path, port: u16, golden: &Path, log: &Path) -> Child {
+/// The store settings of a data directory's commands: the embedded store (none), or with
+/// `QDRANT_URL` the server, behind the alias `alias`.
+fn store_env(alias: &str) -> Vec<(String, String)> {
+    match std::env::var("QDRANT_URL") {
+        Ok(url) => vec![
+            ("CASEMENT__STORE__BACKEND".into(), "server".into()),
+            ("CASEMENT__STORE__COLLECTION".into(), alias.into()),
+            ("CASEMENT__STORE__SERVER__URL".into(), url),
+        ],
+        Err(_) => Vec::new(),
+    }
+}
+
+fn start(
+    bin: &Path,
+    data: &Path,
+    port: u16,
+    golden: &Path,
+    log: &Path,
+    store: &[(String, String)],
+) -> Child {
     let watch = data.with_file_name("watch");
     std::fs::create_dir_all(&watch).unwrap();
     Command::new(bin)
         .env_remove("CASEMENT_CONFIG")
+        .envs(store.iter().map(|(k, v)| (k, v)))
         .env("CASEMENT__EVAL__GOLDEN", golden)
         .env("CASEMENT__EVAL__INTERVAL_SECS", "86400")
         .env("CASEMENT__LOG__FILTER", "warn,casement=info")
@@ -126,35 +152,49 @@ fn main() {
         inputs.len().min(2_000)
     );
 
-    let data = work.path().join("data");
-    let backfill = Command::new(bin)
-        .env_remove("CASEMENT_CONFIG")
-        .args([
-            "--data-dir",
-            data.to_str().unwrap(),
-            "backfill",
-            log.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        backfill.status.success(),
-        "{}",
-        String::from_utf8_lossy(&backfill.stderr)
+    let server = std::env::var("QDRANT_URL").is_ok();
+    let (online_store, alone_store) = (
+        store_env(&format!("bench_migrate_online_{}", std::process::id())),
+        store_env(&format!("bench_migrate_alone_{}", std::process::id())),
     );
-    eprintln!("{}", String::from_utf8_lossy(&backfill.stdout).trim());
+    let backfill = |data: &Path, store: &[(String, String)]| {
+        let backfill = Command::new(bin)
+            .env_remove("CASEMENT_CONFIG")
+            .envs(store.iter().map(|(k, v)| (k, v)))
+            .args([
+                "--data-dir",
+                data.to_str().unwrap(),
+                "backfill",
+                log.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            backfill.status.success(),
+            "{}",
+            String::from_utf8_lossy(&backfill.stderr)
+        );
+        eprintln!("{}", String::from_utf8_lossy(&backfill.stdout).trim());
+    };
+    let data = work.path().join("data");
+    backfill(&data, &online_store);
 
     // Offline: the migration alone on the machine.
     let alone = work.path().join("alone");
-    let copied = Command::new("cp")
-        .arg("-r")
-        .arg(&data)
-        .arg(&alone)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    if server {
+        backfill(&alone, &alone_store);
+    } else {
+        let copied = Command::new("cp")
+            .arg("-r")
+            .arg(&data)
+            .arg(&alone)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+    }
     let offline = Command::new(bin)
         .env_remove("CASEMENT_CONFIG")
+        .envs(alone_store.iter().map(|(k, v)| (k, v)))
         .args(["--data-dir", alone.to_str().unwrap(), "migrate", "--force"])
         .args(["--set", "embedder.precision=int8"])
         .output()
@@ -179,7 +219,7 @@ fn main() {
         .unwrap()
         .port();
     let service_log = work.path().join("service.log");
-    let mut child = start(bin, &data, port, &golden, &service_log);
+    let mut child = start(bin, &data, port, &golden, &service_log, &online_store);
     let base = format!("http://127.0.0.1:{port}");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let report = runtime.block_on(async {
@@ -265,8 +305,9 @@ fn main() {
     let (p50_during, p95_during, n_during) = during.summary();
     let gate = &status["gate"];
     println!(
-        "\n## bench-migrate: {} SQuAD articles, fp32 -> int8, online\n",
-        articles.len()
+        "\n## bench-migrate: {} SQuAD articles, fp32 -> int8, online{}\n",
+        articles.len(),
+        if server { ", on a Qdrant server" } else { "" }
     );
     println!("| figure | value |");
     println!("|---|---|");
@@ -298,8 +339,24 @@ fn main() {
         "| gate MRR@5 serving / new | {} / {} |",
         gate["serving"]["mrr"], gate["new"]["mrr"]
     );
+    if server {
+        runtime.block_on(async {
+            for store in [&online_store, &alone_store] {
+                let mut config = casement_store::StoreConfig {
+                    backend: casement_store::Backend::Server,
+                    collection: store[1].1.clone(),
+                    ..casement_store::StoreConfig::default()
+                };
+                config.server.url = store[2].1.clone();
+                let _ = casement_store::Aliases::connect(&config)
+                    .unwrap()
+                    .drop_all()
+                    .await;
+            }
+        });
+    }
     casement_testkit::write_bench_json(
-        "migrate",
+        if server { "migrate-server" } else { "migrate" },
         &json!({
             "articles": articles.len(),
             "sentences_embedded": embedded,
