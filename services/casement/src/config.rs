@@ -277,6 +277,14 @@ impl CasementConfig {
 }
 
 impl casement_config::Config for CasementConfig {
+    /// The wikis the fetcher may fetch from are `fetch.domains`, or when that is empty the
+    /// stream's `sources.mediawiki.domains`.
+    fn resolve_defaults(&mut self) {
+        if self.fetch.domains.is_empty() {
+            self.fetch.domains = self.sources.mediawiki.domains.clone();
+        }
+    }
+
     fn validate(&self) -> Result<(), String> {
         if self.data_dir.as_os_str().is_empty() {
             return Err("data_dir must not be empty".into());

@@ -24,6 +24,34 @@ use crate::sources::{Positions, mediawiki, replay, watch::Watcher};
 use crate::webhook::{self, Webhook};
 use crate::{progress, sample};
 
+/// Says at start what anyone who reaches the port can do without a key.
+fn warn_what_is_open(config: &CasementConfig) {
+    let admin = if config.auth.has_operator_key() {
+        "on, with an operator key"
+    } else {
+        "off (no operator key configured)"
+    };
+    if config.auth.keys.is_empty() {
+        let open = if config.sources.webhook.enabled {
+            "search, read documents and post events (POST /v1/events)"
+        } else {
+            "search and read documents"
+        };
+        if config.listen.ip().is_loopback() {
+            tracing::info!(listen = %config.listen,
+                "no API keys configured ([[auth.keys]]): anyone on this machine can {open}; admin routes: {admin}");
+        } else {
+            tracing::warn!(listen = %config.listen,
+                "no API keys configured ([[auth.keys]]) and listening beyond localhost: anyone who can reach it can {open}; admin routes: {admin}");
+        }
+    } else {
+        tracing::info!(
+            keys = config.auth.keys.len(),
+            "API keys required; admin routes: {admin}"
+        );
+    }
+}
+
 pub async fn run(
     mut config: CasementConfig,
     source: crate::migrate::ConfigSource,
@@ -63,8 +91,11 @@ pub async fn run(
     );
     let engine = Engine::start(config.clone(), positions).await?;
     // Events answered 202 by an earlier run and not finished then: applied first.
-    let (journal, accepted) =
-        Journal::open(&config.data_dir, config.sources.webhook.journal_max_bytes)?;
+    let (journal, accepted) = Journal::open(
+        &config.data_dir,
+        config.sources.webhook.journal_max_bytes,
+        config.store.edge.min_free_bytes,
+    )?;
     let journal = Arc::new(journal);
     let journal_task = tokio::spawn(journal.clone().replay(engine.feeder.clone(), accepted));
     let query_config = config.query();
@@ -81,21 +112,18 @@ pub async fn run(
         engine.store_probe.clone(),
     );
     let evaluator = Evaluator::new(&query_app, &engine.registry).map(Arc::new);
-    let mut router = casement_query::router(query_app.clone());
     // Migrations to another model, enrichment or radius, while serving.
-    router = router.merge(crate::migrate::http::router(
-        crate::migrate::online::Online::new(
-            source,
-            config.clone(),
-            engine.model.clone(),
-            engine.processor.clone(),
-            query_app.clone(),
-            engine.pipeline_metrics.clone(),
-            &engine.registry,
-        ),
+    let mut routes = crate::migrate::http::router(crate::migrate::online::Online::new(
+        source,
+        config.clone(),
+        engine.model.clone(),
+        engine.processor.clone(),
+        query_app.clone(),
+        engine.pipeline_metrics.clone(),
+        &engine.registry,
     ));
     if config.sources.webhook.enabled {
-        router = router.merge(webhook::router(Arc::new(Webhook {
+        routes = routes.merge(webhook::router(Arc::new(Webhook {
             feeder: engine.feeder.clone(),
             dead_letters: engine.dead_letters.clone(),
             journal: journal.clone(),
@@ -107,10 +135,10 @@ pub async fn run(
             pipeline_metrics: engine.pipeline_metrics.clone(),
         })));
     }
-    if config.auth.keys.is_empty() && !config.listen.ip().is_loopback() {
-        tracing::warn!(listen = %config.listen,
-            "no API keys configured ([auth] keys) and listening beyond localhost: anyone who can reach it can search and post events");
-    }
+    // One router, so the webhook and admin routes are observed like the rest (access log,
+    // request id, request metrics).
+    let router = casement_query::http::router_with(query_app.clone(), routes);
+    warn_what_is_open(&config);
     let listener = casement_query::service::bind(config.listen).await?;
     let address = listener.local_addr()?;
     let (stop_http, http_stopped) = oneshot::channel::<()>();
@@ -155,13 +183,16 @@ pub async fn run(
             "following the MediaWiki stream {}",
             config.sources.mediawiki.stream_url
         );
-        watchers.push(tokio::spawn(mediawiki::run(
-            config.sources.mediawiki.clone(),
-            config.fetch.user_agent.clone(),
-            engine.feeder.clone(),
-            position.clone(),
-            engine.local_metrics.mediawiki.clone(),
-        )));
+        watchers.push(tokio::spawn(mediawiki::run(mediawiki::StreamSource {
+            config: config.sources.mediawiki.clone(),
+            user_agent: config.fetch.user_agent.clone(),
+            feeder: engine.feeder.clone(),
+            position: position.clone(),
+            metrics: engine.local_metrics.mediawiki.clone(),
+            dead_letters: engine.dead_letters.clone(),
+            pipeline_metrics: engine.pipeline_metrics.clone(),
+            max_event_bytes: config.events.max_event_bytes,
+        })));
     }
     // The audit against its source, from now on (the replay is indexed).
     let auditing = config.audit.enabled().then(|| {

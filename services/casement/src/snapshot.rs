@@ -89,6 +89,14 @@ pub fn snapshot(config: &CasementConfig, out: &Path) -> anyhow::Result<Manifest>
     let index_abs = absolute(&index)?;
     let partial_abs = absolute(&partial)?;
     let data_abs = absolute(&config.data_dir)?;
+    if out_abs.starts_with(&data_abs) || out_abs.starts_with(&index_abs) {
+        bail!(
+            "{} is inside the data directory {}: a snapshot goes elsewhere (a restore empties \
+             the data directory, and a later snapshot would copy this one)",
+            out.display(),
+            config.data_dir.display()
+        );
+    }
     // After a migration the data directory holds other indexes (kept for a rollback, or
     // one being built) and the pointer to the served one: the snapshot holds the served
     // index alone, as `index/`, and no pointer.
@@ -185,12 +193,17 @@ pub fn restore(config: &CasementConfig, from: &Path, force: bool) -> anyhow::Res
     if index.exists() {
         remove(&index)?;
     }
-    let index_in_snapshot = from.join(INDEX_DIR);
-    let skip =
-        |path: &Path| path == index_in_snapshot || path.file_name().is_some_and(|n| n == MANIFEST);
-    copy_into(from, data_dir, &skip)?;
-    casement_store::copy_tree(&index_in_snapshot, &index, &|_| false)
-        .with_context(|| format!("copying the index to {}", index.display()))?;
+    // Only the regular files the manifest lists, opened without following links.
+    std::fs::create_dir_all(&index)?;
+    for file in &manifest.files {
+        let source = from.join(&file.path);
+        let target = match file.path.strip_prefix(&format!("{INDEX_DIR}/")) {
+            Some(inside) => index.join(inside),
+            None => data_dir.join(&file.path),
+        };
+        copy_regular(&source, &target, file.bytes)
+            .with_context(|| format!("copying {} to {}", source.display(), target.display()))?;
+    }
     std::fs::remove_file(data_dir.join(RESTORING))?;
     std::fs::File::open(data_dir)?.sync_all()?;
     Ok(manifest)
@@ -213,6 +226,18 @@ pub fn verify(from: &Path) -> anyhow::Result<Manifest> {
             from.display(),
             manifest.format
         );
+    }
+    for want in &manifest.files {
+        let normal = Path::new(&want.path)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !normal || want.path.is_empty() || want.path == MANIFEST {
+            bail!(
+                "{}: the manifest lists {:?}, which is not a path inside the snapshot",
+                from.display(),
+                want.path
+            );
+        }
     }
     let found = hash_files(from)?;
     for want in &manifest.files {
@@ -296,23 +321,25 @@ fn remove(path: &Path) -> anyhow::Result<()> {
     result.with_context(|| format!("removing {}", path.display()))
 }
 
-/// Copies the entries of `from` into the existing directory `to`.
-fn copy_into(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> anyhow::Result<()> {
-    for entry in std::fs::read_dir(from)?.flatten() {
-        let path = entry.path();
-        if skip(&path) {
-            continue;
-        }
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            casement_store::copy_tree(&path, &target, skip)
-        } else {
-            std::fs::copy(&path, &target)
-                .and_then(|_| std::fs::File::open(&target)?.sync_all())
-                .map(|()| 0)
-        }
-        .with_context(|| format!("copying {} to {}", path.display(), target.display()))?;
+/// Copies the regular file `source` (a link, a FIFO or a device is refused, never followed
+/// or waited on) to `target`, creating its folder, and syncs it; `bytes` is what the
+/// manifest says it holds (checked again: the snapshot could change after the check).
+fn copy_regular(source: &Path, target: &Path, bytes: u64) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(source)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() != bytes {
+        bail!("not the regular file of {bytes} bytes the manifest lists");
     }
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut out = std::fs::File::create(target)?;
+    casement_store::copy_sparse(&mut file, &mut out)?;
+    out.sync_all()?;
     Ok(())
 }
 
@@ -331,13 +358,25 @@ fn hash_files(root: &Path) -> anyhow::Result<Vec<FileEntry>> {
                 pending.push(path);
                 continue;
             }
+            if !kind.is_file() {
+                // A link could bring in a file from elsewhere, a FIFO would hang the copy.
+                bail!(
+                    "{} is a {}, not a regular file: a snapshot holds only files and folders",
+                    path.display(),
+                    if kind.is_symlink() {
+                        "symbolic link"
+                    } else {
+                        "special file"
+                    }
+                );
+            }
             let relative = path.strip_prefix(root)?;
             let name: Vec<String> = relative
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
             let name = name.join("/");
-            if name == MANIFEST || !kind.is_file() {
+            if name == MANIFEST {
                 continue;
             }
             let (bytes, sha256) = hash_file(&path)?;

@@ -26,9 +26,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use casement_pipeline::{
-    DeadLetter, Decision, Finished, Origin, Outcome, Reason, SourceId, now_ms,
-};
+use casement_pipeline::{Decision, Finished, Outcome, Reason, SourceId};
 use casement_query::config::AuthConfig;
 use casement_query::error::ApiError;
 use serde_json::{Value, json};
@@ -158,6 +156,11 @@ async fn handle(
         Err(error) => return error.into_response(),
         Ok(principal) => principal,
     };
+    // A web page must not be able to make a browser post events (a delete at a high
+    // revision fences every later edit).
+    if let Err(error) = casement_query::http::check_state_changing(headers) {
+        return error.into_response();
+    }
     let body = match body {
         Ok(body) if body.len() > hook.max_event_bytes => return too_large(hook, body.len()).await,
         Ok(body) => body,
@@ -214,7 +217,7 @@ async fn handle(
                 }
                 // The journal's I/O error names server paths: it is in the log above.
                 let why = match &error {
-                    KeepError::Full { .. } => error.to_string(),
+                    KeepError::Full { .. } | KeepError::LowDisk { .. } => error.to_string(),
                     KeepError::Io(_) => "the journal of accepted events cannot be written".into(),
                 };
                 unavailable(format!(
@@ -241,29 +244,14 @@ const RETRY_AFTER_SECS: &str = "5";
 
 /// A body over the limit: recorded in the dead-letter file (without its bytes), then 413.
 async fn too_large(hook: &Webhook, size: usize) -> Response {
-    let detail = format!(
-        "the event is over events.max_event_bytes = {} bytes",
-        hook.max_event_bytes
-    );
-    let letter = DeadLetter {
-        origin: Origin {
-            source: SourceId::Webhook,
-            offset: -1,
-            timestamp_ms: Some(now_ms()),
-            bulk: false,
-        },
-        key: None,
-        payload: None,
-        reason: Reason::TooLarge,
-        detail: detail.clone(),
-    };
-    if let Err(error) = hook.dead_letters.append(&letter, Some(size)).await {
-        tracing::warn!(%error, "cannot record an oversize webhook body");
-    }
-    hook.pipeline_metrics
-        .dead_letters
-        .with_label_values(&[Reason::TooLarge.as_str()])
-        .inc();
+    let detail = crate::sources::dead_letters::record_too_large(
+        &hook.dead_letters,
+        &hook.pipeline_metrics,
+        SourceId::Webhook,
+        size,
+        hook.max_event_bytes,
+    )
+    .await;
     rejected(StatusCode::PAYLOAD_TOO_LARGE, Reason::TooLarge, &detail)
 }
 

@@ -154,3 +154,87 @@ fn restore_then_replay_the_rest_equals_a_rebuild() {
         .unwrap()
         .block_on(assert_equals_rebuild(&store, &events, 1));
 }
+
+/// Bytes allocated on disk under `root` (not the files' lengths).
+fn allocated(root: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let mut pending = vec![root.to_owned()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                pending.push(entry.path());
+            } else {
+                total += meta.blocks() * 512;
+            }
+        }
+    }
+    total
+}
+
+/// A snapshot keeps the engine's sparse files sparse and is refused inside the data
+/// directory; a snapshot holding a symbolic link (dangling, or to a file elsewhere) or a
+/// FIFO is refused before the target is touched, and a retry of a good one works (issue 35,
+/// items 16 and 18).
+#[test]
+fn a_snapshot_holds_only_regular_files_and_stays_sparse() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _, _) = split_log(dir.path());
+    let a = dir.path().join("a");
+    ok(&casement(&a, &["backfill", first.to_str().unwrap()]));
+    refused(
+        &casement(&a, &["snapshot", a.join("snaps/one").to_str().unwrap()]),
+        "is inside the data directory",
+    );
+    let snap = dir.path().join("snap");
+    ok(&casement(&a, &["snapshot", snap.to_str().unwrap()]));
+    let (source, copy) = (allocated(&a), allocated(&snap));
+    assert!(
+        copy <= source + (1 << 20),
+        "the snapshot takes {copy} bytes on disk for {source} in the data directory"
+    );
+
+    let target = dir.path().join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("keep"), "x").unwrap();
+    let outside = dir.path().join("secret.txt");
+    std::fs::write(&outside, "not Casement's").unwrap();
+    let makers: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+        (
+            "dangling",
+            Box::new(|p: &Path| std::os::unix::fs::symlink("/nonexistent/file", p).unwrap()),
+        ),
+        (
+            "outside",
+            Box::new(|p: &Path| std::os::unix::fs::symlink(&outside, p).unwrap()),
+        ),
+        (
+            "fifo",
+            Box::new(|p: &Path| {
+                let status = Command::new("mkfifo").arg(p).status().unwrap();
+                assert!(status.success());
+            }),
+        ),
+    ];
+    for (name, make) in makers {
+        let hostile = dir.path().join(format!("hostile-{name}"));
+        casement_store::copy_tree(&snap, &hostile, &|_| false).unwrap();
+        make(&hostile.join("extra"));
+        refused(
+            &casement(&target, &["restore", hostile.to_str().unwrap(), "--force"]),
+            "not a regular file",
+        );
+        assert_eq!(
+            files_under(&target),
+            ["keep"],
+            "{name}: the target was touched"
+        );
+        assert!(!target.join("RESTORING").exists());
+    }
+    ok(&casement(
+        &target,
+        &["restore", snap.to_str().unwrap(), "--force"],
+    ));
+    assert!(!target.join("RESTORING").exists());
+}

@@ -64,8 +64,12 @@ pub struct ApiKey {
     /// When set, the key reads and writes only this tenant's documents: searches are
     /// filtered to it, `GET /v1/documents` and `min_revision` look in it, and events
     /// posted to the all-in-one's webhook must be for it; asking for another tenant is
-    /// refused (403). A key without a tenant reads and writes every tenant.
+    /// refused (403). A key without a tenant reads and writes every tenant, and is an
+    /// operator's key: the admin routes (`/v1/admin/...`) need one.
     pub tenant: Option<String>,
+    /// Who holds the key, for the logs: admin actions and refused requests name it (as
+    /// `key = "…"`), never the token. Default: `keys[<index>]`.
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -266,6 +270,22 @@ impl casement_config::Config for QueryConfig {
             }
             if self.auth.keys[..i].iter().any(|k| k.token == key.token) {
                 return Err(format!("auth.keys[{i}].token is listed twice"));
+            }
+            if let Some(name) = &key.name {
+                if name.is_empty()
+                    || name.len() > 64
+                    || !name.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+                {
+                    return Err(format!(
+                        "auth.keys[{i}].name must be 1 to 64 printable ASCII characters"
+                    ));
+                }
+                if self.auth.keys[..i]
+                    .iter()
+                    .any(|k| k.name.as_deref() == Some(name))
+                {
+                    return Err(format!("auth.keys[{i}].name {name:?} is used twice"));
+                }
             }
         }
         self.embedder.validate()?;

@@ -44,10 +44,12 @@ pub fn openapi(config: &QueryConfig) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_else(|_| OPENAPI.to_owned())
 }
 
-/// Who is asking: the tenant their key is bound to, if any.
+/// Who is asking: the tenant their key is bound to, if any, and the key's name for the
+/// logs (`None` when no key is configured: an open API).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub tenant: Option<String>,
+    pub key: Option<String>,
 }
 
 /// Everything a handler needs.
@@ -63,30 +65,34 @@ pub struct App<S> {
 }
 
 impl AuthConfig {
-    /// Checks the `Authorization: Bearer` header against the configured keys.
+    /// Checks the `Authorization: Bearer` header against the configured keys (the scheme
+    /// is case-insensitive, RFC 7235).
     pub fn principal(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
         if self.keys.is_empty() {
-            return Ok(Principal { tenant: None });
+            return Ok(Principal {
+                tenant: None,
+                key: None,
+            });
         }
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(bearer_token)
             .ok_or(ApiError::Unauthorized)?;
         // Every key is compared, each in constant time over SHA-256 digests (fixed length:
         // neither how much of a key was right nor its length shows in the response time).
         let presented = Sha256::digest(token.as_bytes());
         let mut found = None;
-        for key in &self.keys {
+        for (index, key) in self.keys.iter().enumerate() {
             let digest = Sha256::digest(key.token.expose().as_bytes());
             if bool::from(digest.as_slice().ct_eq(presented.as_slice())) {
-                found = Some(key);
+                found = Some((index, key));
             }
         }
         found
-            .map(|k| Principal {
+            .map(|(index, k)| Principal {
                 tenant: k.tenant.clone(),
+                key: Some(k.name.clone().unwrap_or_else(|| format!("keys[{index}]"))),
             })
             .ok_or(ApiError::Unauthorized)
     }
@@ -104,9 +110,110 @@ impl AuthConfig {
             )),
         }
     }
+
+    /// Whether an operator key (one bound to no tenant) is configured: the admin routes
+    /// are off without one.
+    pub fn has_operator_key(&self) -> bool {
+        self.keys.iter().any(|k| k.tenant.is_none())
+    }
+
+    /// For the admin routes (`/v1/admin/...`): an operator key. With none configured the
+    /// routes are off (403), whatever the address: an open admin API can replace the
+    /// index or send data where a caller says.
+    pub fn admin(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+        if !self.has_operator_key() {
+            return Err(ApiError::Forbidden(
+                "the admin routes are off: configure an operator key (an [[auth.keys]] entry \
+                 without a tenant) and send it as `Authorization: Bearer <key>`"
+                    .into(),
+            ));
+        }
+        let principal = self.principal(headers)?;
+        if principal.tenant.is_some() {
+            return Err(ApiError::Forbidden(
+                "this API key is bound to a tenant; the admin routes need an operator key (one without)"
+                    .into(),
+            ));
+        }
+        Ok(principal)
+    }
 }
 
+/// The token of an `Authorization` value of the `Bearer` scheme, in any case.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// For every route that changes state (`POST /v1/events`, the admin routes): a JSON body
+/// (`application/json` or a `+json` type such as `application/cloudevents+json`) and no
+/// foreign `Origin`. A web page can make a browser post `text/plain` to a local instance
+/// without asking first ("simple requests"); a JSON type makes the browser ask (CORS
+/// preflight), which this server never grants, and a foreign `Origin` is refused outright.
+pub fn check_state_changing(headers: &HeaderMap) -> Result<(), ApiError> {
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok())
+        && site.eq_ignore_ascii_case("cross-site")
+    {
+        return Err(ApiError::Forbidden(
+            "cross-site requests are refused on routes that change state".into(),
+        ));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+        let origin_host = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .map(|(_, rest)| rest.trim_end_matches('/'));
+        let same = matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h));
+        if !same {
+            return Err(ApiError::Forbidden(
+                "requests from another origin (a web page) are refused on routes that change state"
+                    .into(),
+            ));
+        }
+    }
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !is_json_media_type(content_type) {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "send the body as JSON with `Content-Type: application/json` (or a `+json` type); got {}",
+            if content_type.is_empty() {
+                "none".to_owned()
+            } else {
+                format!("{:?}", content_type.chars().take(100).collect::<String>())
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// `application/json`, or `application/<anything>+json`, with or without parameters.
+pub fn is_json_media_type(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|sub| sub.ends_with("+json") && sub.len() > "+json".len())
+}
+
+/// The query API's router.
 pub fn router<S: Store + 'static>(app: Arc<App<S>>) -> Router {
+    router_with(app, Router::new())
+}
+
+/// The query API's router with `extra` routes (the all-in-one's webhook and admin routes)
+/// merged in before the request-observing layer, so every route gets the same access
+/// log line, `x-request-id` and request metrics.
+pub fn router_with<S: Store + 'static>(app: Arc<App<S>>, extra: Router) -> Router {
     let body_limit = app.config.limits.max_body_bytes;
     Router::new()
         .route("/v1/search", post(search::<S>))
@@ -115,11 +222,12 @@ pub fn router<S: Store + 'static>(app: Arc<App<S>>) -> Router {
         .route("/readyz", get(readyz::<S>))
         .route("/metrics", get(metrics_text::<S>))
         .route("/openapi.json", get(openapi_json::<S>))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(app.clone())
+        .merge(extra)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
-        .layer(middleware::from_fn_with_state(app.clone(), observe::<S>))
-        .with_state(app)
+        .layer(middleware::from_fn_with_state(app, observe::<S>))
 }
 
 async fn search<S: Store + 'static>(

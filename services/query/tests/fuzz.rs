@@ -53,6 +53,7 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
     config.auth.keys = vec![ApiKey {
         token: KEY.into(),
         tenant: None,
+        name: None,
     }];
     config.limits.max_wait_ms = 100;
     let served = serve(config, store).await;

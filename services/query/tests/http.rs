@@ -26,14 +26,17 @@ fn config() -> QueryConfig {
         ApiKey {
             token: ACME.into(),
             tenant: Some("acme".into()),
+            name: None,
         },
         ApiKey {
             token: GLOBEX.into(),
             tenant: Some("globex".into()),
+            name: None,
         },
         ApiKey {
             token: ADMIN.into(),
             tenant: None,
+            name: None,
         },
     ];
     config

@@ -37,6 +37,7 @@ async fn bad_requests_get_4xx_with_a_message_and_metrics_are_documented() {
     config.auth.keys = vec![ApiKey {
         token: ACME.into(),
         tenant: Some("acme".into()),
+        name: None,
     }];
     golden_set_in_process(&dir, &config, &store).await;
     let served = serve(config, store).await;

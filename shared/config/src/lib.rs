@@ -44,6 +44,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub trait Config: Serialize + DeserializeOwned + Default {
     /// Checks values that types alone cannot (ranges, combinations).
     fn validate(&self) -> std::result::Result<(), String>;
+
+    /// Fills settings whose default is another setting's value (run after loading, before
+    /// [`Config::validate`]).
+    fn resolve_defaults(&mut self) {}
 }
 
 /// Loads `T`: defaults, then `file` (if any), then `env` pairs whose key starts with
@@ -107,6 +111,8 @@ pub fn load<T: Config>(
             }
         },
     )?;
+    let mut config = config;
+    config.resolve_defaults();
     config.validate().map_err(|message| {
         // A check's message starts with the key it is about when it can name one.
         let origin = origins

@@ -251,6 +251,30 @@ pub const MAX_REVISION: u64 = i64::MAX as u64;
 impl Event {
     /// Limits every format shares: ids that fit in a URL, revisions the store can keep.
     pub fn check_limits(&self) -> Result<(), Rejection> {
+        // Control characters (newlines, escapes, NUL) in a name would forge log lines,
+        // colour terminals and break tools that read ids as text.
+        let title = match &self.change {
+            Change::Upsert(revision) | Change::Restore(revision) => revision.title.as_deref(),
+            Change::Fetch(reference) => reference.title.as_deref(),
+            Change::Delete { .. } => None,
+        };
+        for (field, value) in [
+            ("doc_id", Some(self.doc_id())),
+            ("tenant", self.tenant()),
+            ("title", title),
+        ] {
+            if let Some(value) = value
+                && let Some(bad) = value.chars().find(|c| c.is_control())
+            {
+                return Err(reject(
+                    "schema",
+                    format!(
+                        "{field} holds the control character U+{:04X}; names are printable text",
+                        u32::from(bad)
+                    ),
+                ));
+            }
+        }
         if self.doc_id().len() > MAX_ID_BYTES {
             return Err(reject(
                 "schema",
@@ -337,5 +361,43 @@ mod tests {
                 .reason,
             "schema"
         );
+    }
+
+    /// A newline, an escape or a NUL in an id, a tenant or a title would forge a log line
+    /// or colour a terminal: rejected as `schema` in every format.
+    #[test]
+    fn control_characters_in_ids_tenants_and_titles_are_rejected() {
+        let config = DecodeConfig::default();
+        let decode = |bytes: Vec<u8>| super::decode(Some(&bytes), None, &config);
+        for bad in [
+            r"kb:a\n2026-11-28T04:20:00Z ERROR migration failed",
+            r"kb:\u001b[31mred",
+            r"kb:\u0000nul",
+            r"kb:\u0085next-line",
+        ] {
+            let rejected = decode(native(bad, "1", "")).expect_err(bad);
+            assert_eq!(rejected.reason, "schema", "{bad}");
+            assert!(rejected.message.contains("doc_id"), "{}", rejected.message);
+            let tenant = format!(r#""tenant": "{bad}","#);
+            assert_eq!(
+                decode(native("d", "1", &tenant)).expect_err(bad).reason,
+                "schema"
+            );
+            let title = format!(r#""title": "{bad}","#);
+            assert_eq!(
+                decode(native("d", "1", &title)).expect_err(bad).reason,
+                "schema"
+            );
+        }
+        let page_change = String::from(
+            r#"{"$schema": "/mediawiki/page/change/1.1.0", "page_change_kind": "edit",
+                "meta": {"domain": "en.wikipedia.org"}, "wiki_id": "enwiki",
+                "page": {"page_id": 1, "page_title": "A\nB", "namespace_id": 0},
+                "revision": {"rev_id": 5}}"#,
+        );
+        let rejected = decode(page_change.into_bytes()).expect_err("a title with a newline");
+        assert_eq!(rejected.reason, "schema", "{rejected}");
+        // Unicode text is fine.
+        assert!(decode(native("kb:café-日本", "1", r#""title": "Ünïcode – ok","#)).is_ok());
     }
 }

@@ -42,6 +42,11 @@ pub struct PipelineConfig {
     /// On shutdown, events in hand get this long to finish before the service stops
     /// (what is not finished is not committed, so it is delivered again at the next start).
     pub shutdown_grace_ms: u64,
+    /// An event whose revision cannot be fetched from its wiki (down, slow, answering
+    /// nonsense) is retried, parked aside while the lane goes on with other documents,
+    /// for this long; then it is dead-lettered (`fetch_failed`, replayable) and its
+    /// document's next events go on.
+    pub fetch_give_up_secs: u64,
 }
 
 impl Default for PipelineConfig {
@@ -59,6 +64,7 @@ impl Default for PipelineConfig {
             group_commit_events: 512,
             max_document_sentences: 5_000,
             shutdown_grace_ms: 30_000,
+            fetch_give_up_secs: 600,
         }
     }
 }
@@ -75,6 +81,9 @@ impl PipelineConfig {
     }
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)
+    }
+    pub fn fetch_give_up(&self) -> Duration {
+        Duration::from_secs(self.fetch_give_up_secs)
     }
 }
 

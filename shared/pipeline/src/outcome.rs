@@ -198,10 +198,13 @@ pub enum Reason {
     Store,
     /// The revision to fetch is gone from the wiki: deleted, hidden or suppressed.
     Gone,
+    /// The revision could not be fetched for `pipeline.fetch_give_up_secs` (the wiki
+    /// down, slow, or answering what is not the API's JSON).
+    FetchFailed,
 }
 
 impl Reason {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::TooLarge,
         Self::NotUtf8,
         Self::NotJson,
@@ -211,6 +214,7 @@ impl Reason {
         Self::Text,
         Self::Store,
         Self::Gone,
+        Self::FetchFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -224,6 +228,7 @@ impl Reason {
             Self::Text => "text",
             Self::Store => "store",
             Self::Gone => "gone",
+            Self::FetchFailed => "fetch_failed",
         }
     }
 

@@ -74,7 +74,7 @@ impl ProcessError {
             Self::Text(_) | Self::Stored(_) => Reason::Text,
             Self::TooManySentences { .. } => Reason::TooLarge,
             Self::Fetch(FetchError::Gone(_)) => Reason::Gone,
-            Self::Fetch(FetchError::Unsupported(_)) => Reason::Unsupported,
+            Self::Fetch(FetchError::Unsupported(_) | FetchError::Refused(_)) => Reason::Unsupported,
             Self::Fetch(_) => Reason::NoContent,
             Self::Store { .. } | Self::Embed(_) => Reason::Store,
         }

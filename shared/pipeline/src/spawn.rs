@@ -195,6 +195,13 @@ impl Backoff {
         self.delay
     }
 
+    /// The delay to wait now (elsewhere than in [`Backoff::wait`]), doubling the next.
+    pub(crate) fn next_delay(&mut self) -> std::time::Duration {
+        let delay = self.delay;
+        self.delay = (delay * 2).min(self.max);
+        delay
+    }
+
     /// Sleeps the current delay (less if shutdown fires) and doubles it; true when
     /// shutting down.
     pub(crate) async fn wait(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {

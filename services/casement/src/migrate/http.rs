@@ -29,6 +29,9 @@ pub enum Phase {
     RollingBack,
     RolledBack,
     Failed,
+    /// Recorded as under way in the serving pointer, run by no one (the service stopped
+    /// during it): the same request resumes it.
+    Interrupted,
 }
 
 /// What `GET /v1/admin/migrations` answers.
@@ -46,6 +49,8 @@ pub struct Status {
     /// Sentences embedded per second over the copy passes and the index build.
     pub sentences_per_second: Option<f64>,
     pub gate: Option<Gate>,
+    /// How long the swap held new events back (the pipeline paused for the last copy).
+    pub pause_seconds: Option<f64>,
     pub error: Option<String>,
 }
 
@@ -70,11 +75,62 @@ fn default_keep_hours() -> u64 {
     168
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RollbackRequest {
     #[serde(default = "default_keep_hours")]
     pub keep_hours: u64,
+}
+
+/// No body is the documented default: the replaced index kept for a week.
+impl Default for RollbackRequest {
+    fn default() -> Self {
+        Self {
+            keep_hours: default_keep_hours(),
+        }
+    }
+}
+
+/// The fewest hours an API caller may keep the replaced index: a caller with the key
+/// cannot delete the index the service was serving at once (`casement migrate` on the
+/// command line may: its operator has the data directory anyway).
+pub const MIN_API_KEEP_HOURS: u64 = 24;
+
+/// What an API caller may change: the settings a migration is for (the model directory,
+/// its precision, the window radius, the enrichment mode and prompt version). URLs, key
+/// variables and endpoints come only from the configuration file: a caller who could set
+/// them could send the index's text, every query and a configured secret to a host of
+/// their choosing.
+pub const API_SETTABLE: [&str; 6] = [
+    "embedder.model_dir",
+    "embedder.precision",
+    "text.window_radius",
+    "search.indexed_window_radius",
+    "enrich.mode",
+    "enrich.llm.prompt_version",
+];
+
+/// Refuses a pair an API caller may not set (the whole key must be one of
+/// [`API_SETTABLE`]: a table value such as `embedder={…}` is not).
+pub fn check_api_settable(set: &[String]) -> Result<(), ApiError> {
+    for pair in set {
+        let key = pair
+            .split_once('=')
+            .map_or(pair.as_str(), |(k, _)| k)
+            .trim();
+        if !API_SETTABLE
+            .iter()
+            .any(|allowed| key.eq_ignore_ascii_case(allowed))
+        {
+            return Err(ApiError::Invalid(format!(
+                "`set`: {:?} cannot be changed through the API; it may set {} (URLs, keys \
+                 and endpoints come only from the configuration file)",
+                key.chars().take(100).collect::<String>(),
+                API_SETTABLE.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub fn router(online: Arc<Online>) -> Router {
@@ -89,24 +145,52 @@ async fn start(
     headers: HeaderMap,
     body: Result<Json<MigrateRequest>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
-    online.operator(&headers)?;
+    let key = admin(&online, &headers, "start a migration")?;
     let Json(request) = body?;
     if request.set.is_empty() {
         return Err(ApiError::Invalid(
             "`set` names no setting of the new index (e.g. [\"embedder.precision=int8\"])".into(),
         ));
     }
+    check_api_settable(&request.set)?;
     if !(0.0..=1.0).contains(&request.margin) {
         return Err(ApiError::Invalid("`margin` must be between 0 and 1".into()));
     }
     check_keep_hours(request.keep_hours)?;
+    tracing::info!(target: "casement::admin", key, set = ?request.set, force = request.force,
+        keep_hours = request.keep_hours, "migration requested");
     Ok((StatusCode::ACCEPTED, Json(online.start(request)?)))
 }
 
+/// The caller's key name when it may use the admin routes (and the request may change
+/// state: `action` is `None` for a read); refusals are logged with what was asked.
+fn admin(online: &Online, headers: &HeaderMap, action: &str) -> Result<String, ApiError> {
+    let checked = online.auth.admin(headers).and_then(|principal| {
+        casement_query::http::check_state_changing(headers)?;
+        Ok(principal)
+    });
+    match checked {
+        Ok(principal) => Ok(principal.key.unwrap_or_default()),
+        Err(error) => {
+            let key = online
+                .auth
+                .principal(headers)
+                .ok()
+                .and_then(|p| p.key)
+                .unwrap_or_else(|| "none".into());
+            tracing::warn!(target: "casement::admin", key, status = error.status().as_u16(),
+                reason = %error, "admin request refused: {action}");
+            Err(error)
+        }
+    }
+}
+
 fn check_keep_hours(hours: u64) -> Result<(), ApiError> {
-    if hours > MAX_KEEP_HOURS {
+    if !(MIN_API_KEEP_HOURS..=MAX_KEEP_HOURS).contains(&hours) {
         return Err(ApiError::Invalid(format!(
-            "`keep_hours` must be at most {MAX_KEEP_HOURS}"
+            "`keep_hours` must be between {MIN_API_KEEP_HOURS} and {MAX_KEEP_HOURS} (the \
+             replaced index is what a rollback needs; `casement migrate` on the command line \
+             can keep it for less)"
         )));
     }
     Ok(())
@@ -118,7 +202,7 @@ async fn rollback(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    online.operator(&headers)?;
+    let key = admin(&online, &headers, "roll back")?;
     let request: RollbackRequest = if body.iter().all(u8::is_ascii_whitespace) {
         RollbackRequest::default()
     } else {
@@ -132,6 +216,7 @@ async fn rollback(
         })?
     };
     check_keep_hours(request.keep_hours)?;
+    tracing::info!(target: "casement::admin", key, keep_hours = request.keep_hours, "rollback requested");
     Ok((
         StatusCode::ACCEPTED,
         Json(online.start_rollback(request).await?),
@@ -142,8 +227,12 @@ async fn status(
     State(online): State<Arc<Online>>,
     headers: HeaderMap,
 ) -> Result<Json<Status>, ApiError> {
-    online.operator(&headers)?;
-    Ok(Json(online.status()))
+    if let Err(error) = online.auth.admin(&headers) {
+        tracing::warn!(target: "casement::admin", status = error.status().as_u16(),
+            reason = %error, "admin request refused: migration status");
+        return Err(error);
+    }
+    Ok(Json(online.status().await))
 }
 
 /// `casement migrate --url`: the same through a running service's API, following its

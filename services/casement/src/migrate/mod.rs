@@ -66,7 +66,24 @@ pub async fn command(
     let pointer = Pointer::of(&config)?;
     // What brings the serving configuration back (a rollback's): checked before the copy.
     let restore = reverse(&args.set, &config)?;
+    let serving_now = pointer.load().await?;
+    eprintln!("loading the models and opening {}", serving_now.index);
+    let source_model = factory::load_model(&config.embedder).await?;
+    // The serving index first: on the embedded store this takes its lock, so a data
+    // directory a running service holds is refused before anything in it changes (the
+    // pointer, a migration under way, the kept indexes).
+    let source = AnyStore::open(
+        &pointer.store_config(&config, &serving_now.index),
+        source_model.dimension(),
+    )
+    .await
+    .with_context(|| pointer.busy_hint())?;
     let mut serving = pointer.load().await?;
+    anyhow::ensure!(
+        serving.index == serving_now.index,
+        "{} changed while this command started (another migration swapped): run it again",
+        pointer.describe()
+    );
     if let Some(from) = pointer.pending_catch_up(&serving).await? {
         let finished =
             catch_up::finish(&pointer, &serving.index, &from, &[&target, &config]).await?;
@@ -80,17 +97,10 @@ pub async fn command(
     pointer.forget_expired(&mut serving).await?;
     let name = pointer.begin(&mut serving, &args.set).await?;
     eprintln!(
-        "migrating {} -> {name} (changing {}); loading the models",
+        "migrating {} -> {name} (changing {})",
         serving.index,
         changed(&config, &target).join(", ")
     );
-    let source_model = factory::load_model(&config.embedder).await?;
-    let source = AnyStore::open(
-        &pointer.store_config(&config, &serving.index),
-        source_model.dimension(),
-    )
-    .await
-    .with_context(|| pointer.busy_hint())?;
     // The serving configuration must describe the serving index.
     casement_query::service::check_index_settings(
         &source,

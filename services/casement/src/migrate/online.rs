@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::http::HeaderMap;
 use casement_inference::Embed;
 use casement_pipeline::migrate::Progress;
 use casement_pipeline::{Metrics, ProcessorSlot};
@@ -100,7 +99,43 @@ impl Online {
         })
     }
 
-    pub fn status(&self) -> Status {
+    /// Where the migrations stand. After a restart, a migration the pointer records as
+    /// under way and that nothing here runs is `interrupted` (posting the same request
+    /// again resumes it), not `idle`.
+    pub async fn status(&self) -> Status {
+        let status = self.current_status();
+        if status.phase != Phase::Idle || self.busy.try_lock().is_err() {
+            return status;
+        }
+        let Ok(pointer) = self.pointer() else {
+            return status;
+        };
+        match pointer.load().await {
+            Ok(serving) => match serving.migration {
+                Some(underway) => Status {
+                    phase: Phase::Interrupted,
+                    target: Some(underway.target),
+                    set: underway.set,
+                    error: Some(
+                        "a migration was under way when the service stopped; post the same \
+                         request again to resume it"
+                            .into(),
+                    ),
+                    ..status
+                },
+                None => status,
+            },
+            Err(error) => {
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    "cannot read the serving pointer"
+                );
+                status
+            }
+        }
+    }
+
+    pub(super) fn current_status(&self) -> Status {
         self.status.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
@@ -123,19 +158,6 @@ impl Online {
         match self.serving.lock() {
             Ok(serving) => serving.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    pub(super) fn operator(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        if self.auth.keys.is_empty() {
-            return Ok(());
-        }
-        match self.auth.principal(headers)?.tenant {
-            None => Ok(()),
-            Some(_) => Err(ApiError::Forbidden(
-                "this API key is bound to a tenant; migrations need an operator key (one without)"
-                    .into(),
-            )),
         }
     }
 
@@ -174,7 +196,7 @@ impl Online {
             online.finish(result);
             drop(guard);
         });
-        Ok(self.status())
+        Ok(self.current_status())
     }
 
     fn pointer(&self) -> Result<&Pointer, ApiError> {
@@ -240,7 +262,7 @@ impl Online {
             online.finish(result);
             drop(guard);
         });
-        Ok(self.status())
+        Ok(self.current_status())
     }
 
     fn finish(&self, result: anyhow::Result<Phase>) {
@@ -261,6 +283,7 @@ impl Online {
                 tracing::error!(error = format!("{error:#}"), "migration failed");
                 self.update(|s| {
                     s.phase = Phase::Failed;
+                    s.progress = None;
                     s.error = Some(format!("{error:#}"));
                 });
             }
@@ -359,7 +382,7 @@ impl Online {
         let passes = build::copy(
             source,
             target,
-            build::MAX_PASSES,
+            build::max_passes(),
             Some(build::SMALL_ENOUGH),
             &move |_| {
                 Box::new(StatusProgress {

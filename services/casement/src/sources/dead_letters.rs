@@ -65,6 +65,38 @@ impl DeadLetterSink for DeadLetterFile {
 }
 
 /// Where a full dead-letter file goes: `<path>.1`.
+/// An event over `events.max_event_bytes` that was not read whole (a webhook body, a
+/// stream event): recorded with its length and no bytes, and counted as a dead letter.
+pub async fn record_too_large(
+    file: &DeadLetterFile,
+    metrics: &casement_pipeline::Metrics,
+    source: casement_pipeline::SourceId,
+    size: usize,
+    max: usize,
+) -> String {
+    let detail = format!("the event is over events.max_event_bytes = {max} bytes");
+    let letter = DeadLetter {
+        origin: casement_pipeline::Origin {
+            source,
+            offset: -1,
+            timestamp_ms: Some(casement_pipeline::now_ms()),
+            bulk: false,
+        },
+        key: None,
+        payload: None,
+        reason: casement_pipeline::Reason::TooLarge,
+        detail: detail.clone(),
+    };
+    if let Err(error) = file.append(&letter, Some(size)).await {
+        tracing::warn!(%error, "cannot record an oversize event in the dead-letter file");
+    }
+    metrics
+        .dead_letters
+        .with_label_values(&[casement_pipeline::Reason::TooLarge.as_str()])
+        .inc();
+    detail
+}
+
 pub fn rotated(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".1");

@@ -10,7 +10,10 @@
 //!
 //! The journal is bounded by `sources.webhook.journal_max_bytes`: when an event does not
 //! fit, the request gets 503 with `Retry-After` instead of a promise that could not be kept
-//! (the event may still be applied; posting it again is safe).
+//! (the event may still be applied; posting it again is safe). It keeps the store's disk
+//! reserve too (`store.edge.min_free_bytes`): an event that would leave less free is not
+//! written (503), so accepting events never fills the disk the index needs, and a write
+//! that fails leaves no temporary file behind.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +33,8 @@ pub const JOURNAL_DIR: &str = "accepted";
 pub struct Journal {
     dir: PathBuf,
     max_bytes: u64,
+    /// Free bytes the disk keeps: an event that would leave less is not written.
+    min_free_bytes: u64,
     used: AtomicU64,
 }
 
@@ -46,6 +51,11 @@ pub enum KeepError {
         "the journal of accepted events is full ({used} of sources.webhook.journal_max_bytes = {max} bytes)"
     )]
     Full { used: u64, max: u64 },
+    #[error(
+        "the disk holding the journal of accepted events has {free} bytes free, within the \
+         reserve store.edge.min_free_bytes = {reserve}"
+    )]
+    LowDisk { free: u64, reserve: u64 },
     #[error("cannot write the journal of accepted events: {0:#}")]
     Io(#[from] anyhow::Error),
 }
@@ -53,7 +63,11 @@ pub enum KeepError {
 impl Journal {
     /// Opens (creates) the journal in `data_dir` and lists the events it still holds, in
     /// acceptance order.
-    pub fn open(data_dir: &Path, max_bytes: u64) -> anyhow::Result<(Self, Vec<Entry>)> {
+    pub fn open(
+        data_dir: &Path,
+        max_bytes: u64,
+        min_free_bytes: u64,
+    ) -> anyhow::Result<(Self, Vec<Entry>)> {
         let dir = data_dir.join(JOURNAL_DIR);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut entries = Vec::new();
@@ -75,6 +89,7 @@ impl Journal {
         let journal = Self {
             dir,
             max_bytes,
+            min_free_bytes,
             used: AtomicU64::new(used),
         };
         Ok((journal, entries))
@@ -100,6 +115,16 @@ impl Journal {
                 max: self.max_bytes,
             });
         }
+        if self.min_free_bytes > 0
+            && let Ok(free) = fs4::available_space(&self.dir)
+            && free < self.min_free_bytes.saturating_add(bytes)
+        {
+            self.used.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(KeepError::LowDisk {
+                free,
+                reserve: self.min_free_bytes,
+            });
+        }
         // Acceptance order across restarts: the time, then the run's offset.
         let name = format!("{:013}-{offset:010}", now_ms());
         let path = self.dir.join(format!("{name}.event"));
@@ -107,12 +132,18 @@ impl Journal {
         let (dir, target) = (self.dir.clone(), path.clone());
         let written = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
             use std::io::Write;
-            let mut file = std::fs::File::create(&tmp)?;
-            file.write_all(&body)?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, &target)?;
-            std::fs::File::open(&dir)?.sync_all()?;
-            Ok(())
+            let written = (|| -> std::io::Result<()> {
+                let mut file = std::fs::File::create(&tmp)?;
+                file.write_all(&body)?;
+                file.sync_all()?;
+                std::fs::rename(&tmp, &target)?;
+                std::fs::File::open(&dir)?.sync_all()
+            })();
+            if written.is_err() {
+                // A full disk stays full while a half-written temporary remains.
+                let _ = std::fs::remove_file(&tmp);
+            }
+            Ok(written?)
         })
         .await
         .map_err(anyhow::Error::from)
@@ -174,5 +205,44 @@ impl Journal {
             self.forget_when_done(entry, outcome);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn files(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// An event that would eat into the disk's reserve is not written (503), and nothing
+    /// is left behind; with room, it is kept.
+    #[tokio::test]
+    async fn the_journal_keeps_the_disk_reserve() {
+        let dir = tempfile::tempdir().unwrap();
+        let free = fs4::available_space(dir.path()).unwrap();
+        let (journal, _) = Journal::open(dir.path(), 1 << 20, free + (1 << 30)).unwrap();
+        let refused = journal
+            .keep(1, Bytes::from_static(b"{\"type\": \"delete\"}"))
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, KeepError::LowDisk { .. }), "{refused}");
+        assert!(refused.to_string().contains("min_free_bytes"), "{refused}");
+        assert_eq!(journal.used(), 0);
+        assert!(
+            files(journal.dir()).is_empty(),
+            "{:?}",
+            files(journal.dir())
+        );
+        let (journal, _) = Journal::open(dir.path(), 1 << 20, 1).unwrap();
+        journal.keep(2, Bytes::from_static(b"{}")).await.unwrap();
+        assert_eq!(files(journal.dir()).len(), 1);
     }
 }

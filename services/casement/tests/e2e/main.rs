@@ -9,6 +9,7 @@
 
 mod bad_disks;
 mod durable;
+mod hardening;
 mod mediawiki;
 mod prometheus;
 mod replay;

@@ -88,7 +88,7 @@ fn keep_searching(
                 // Held for the search: a restart waits for the one under way.
                 let serving = base.lock().await;
                 if let Some(url) = serving.as_deref() {
-                    let (status, body) = support::Client::new(url)
+                    let (status, body) = support::Client::with_key(url, support::OPERATOR_KEY)
                         .post_raw(
                             "/v1/search",
                             serde_json::to_vec(

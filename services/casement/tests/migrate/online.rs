@@ -36,9 +36,13 @@ pub(super) async fn while_editing(
     body: Value,
     lines: &mut Vec<Value>,
 ) -> Value {
-    let (status, answer) = client
-        .post_raw(path, serde_json::to_vec(&body).unwrap())
-        .await;
+    // `null` sends no body (the defaults).
+    let bytes = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(&body).unwrap()
+    };
+    let (status, answer) = client.post_raw(path, bytes).await;
     assert_eq!(status, 202, "{answer}");
     follow(client, Some(lines)).await
 }
@@ -85,12 +89,28 @@ pub(super) async fn edits_held(store: &impl Store) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
     let dir = tempfile::tempdir().unwrap();
-    let config = support::write_config(dir.path(), &format!("[eval]\ngolden = \"{}\"\n", golden()));
+    let config = support::write_config(
+        dir.path(),
+        &format!(
+            "[eval]\ngolden = \"{}\"\n{}",
+            golden(),
+            support::OPERATOR_KEYS
+        ),
+    );
     let log = sample_log();
-    let mut casement =
-        support::Casement::start(dir.path(), &config, &["--replay", log.to_str().unwrap()]);
+    // One copy pass only: under the edits it is never small, so each swap copies the rest
+    // with the pipeline paused (before, a copy that did not get small failed).
+    let mut casement = support::Casement::start_with(
+        dir.path(),
+        &config,
+        &["--replay", log.to_str().unwrap()],
+        &[("CASEMENT_MIGRATE_MAX_PASSES", "1")],
+    );
     casement.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
-    let client = Arc::new(support::Client::new(&casement.base));
+    let client = Arc::new(support::Client::with_key(
+        &casement.base,
+        support::OPERATOR_KEY,
+    ));
 
     // Searches all along: none may fail or come back empty.
     let base = Arc::new(tokio::sync::Mutex::new(Some(casement.base.clone())));
@@ -115,6 +135,10 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
     let status = follow(&client, Some(&mut lines)).await;
     assert_eq!(status["phase"], "swapped", "{status}");
     assert_eq!(status["serving"], "index.2", "{status}");
+    let pause = status["pause_seconds"]
+        .as_f64()
+        .expect("the pause is reported");
+    assert!(pause > 0.0 && pause < 30.0, "{status}");
     for _ in 0..3 {
         send_edit(&client, &mut lines).await;
     }
@@ -150,11 +174,12 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
     send_edit(&client, &mut lines).await;
     last_edit_found(&client, &lines).await;
 
-    // 3. Rollback to index.2, brought up to date first, with edits arriving meanwhile.
+    // 3. Rollback to index.2, brought up to date first, with edits arriving meanwhile; no
+    // body: the replaced index is kept the documented 168 hours.
     let status = while_editing(
         &client,
         "/v1/admin/migrations/rollback",
-        json!({}),
+        Value::Null,
         &mut lines,
     )
     .await;
@@ -205,6 +230,17 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
 
     // index.2 (int8, radius 3) is served again and holds every edit: a fresh int8 backfill.
     let data = dir.path().join("data");
+    let pointer = serving(&data);
+    assert_eq!(pointer["previous"]["index"], "index.3", "{pointer}");
+    let kept_for = pointer["previous"]["keep_until"].as_u64().unwrap() as i64
+        - std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+    assert!(
+        kept_for > 167 * 3600,
+        "a rollback without a body keeps the replaced index 168 h: {pointer}"
+    );
     let served = open(data.join("index.2"));
     assert_eq!(edits_held(&served).await, lines.len());
     let all = log_with(dir.path(), "all.jsonl", &lines);
@@ -236,7 +272,14 @@ async fn an_online_migration_swaps_while_edits_arrive_and_searches_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_online_migration_killed_with_the_service_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let config = support::write_config(dir.path(), &format!("[eval]\ngolden = \"{}\"\n", golden()));
+    let config = support::write_config(
+        dir.path(),
+        &format!(
+            "[eval]\ngolden = \"{}\"\n{}",
+            golden(),
+            support::OPERATOR_KEYS
+        ),
+    );
     let log = sample_log();
     let args = ["--replay", log.to_str().unwrap()];
     let request = serde_json::to_vec(&json!({"set": INT8})).unwrap();
@@ -247,7 +290,7 @@ async fn an_online_migration_killed_with_the_service_resumes() {
         &[("CASEMENT_MIGRATE_STALL_AFTER", "2")],
     );
     first.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
-    let client = support::Client::new(&first.base);
+    let client = support::Client::with_key(&first.base, support::OPERATOR_KEY);
     let (status, answer) = client
         .post_raw("/v1/admin/migrations", request.clone())
         .await;
@@ -265,7 +308,23 @@ async fn an_online_migration_killed_with_the_service_resumes() {
 
     let mut second = support::Casement::start(dir.path(), &config, &args);
     second.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
-    let client = support::Client::new(&second.base);
+    let client = support::Client::with_key(&second.base, support::OPERATOR_KEY);
+    // Not "idle": the pointer records a migration no one runs now.
+    let (_, status) = client.get("/v1/admin/migrations").await;
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["phase"], "interrupted", "{status}");
+    assert_eq!(status["target"], "index.2", "{status}");
+    // An offline migration on the data directory the service holds is refused before it
+    // touches anything: the pointer and the migration under way stay as they are.
+    let pointer = std::fs::read(data.join("serving.json")).unwrap();
+    let offline = casement(&data, &["migrate", "--set", "text.window_radius=2"], &[]);
+    assert!(!offline.status.success(), "{}", text(&offline));
+    assert!(text(&offline).contains("in use"), "{}", text(&offline));
+    assert_eq!(std::fs::read(data.join("serving.json")).unwrap(), pointer);
+    assert!(
+        data.join("index.2").is_dir(),
+        "the migration under way was deleted"
+    );
     let (status, answer) = client.post_raw("/v1/admin/migrations", request).await;
     assert_eq!(status, 202, "{answer}");
     let status = follow(&client, None).await;

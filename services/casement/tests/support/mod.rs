@@ -146,7 +146,30 @@ pub struct Client {
     base: String,
 }
 
+/// An operator's key (bound to no tenant): what the admin routes need.
+pub const OPERATOR_KEY: &str = "operator-key-0123456789abcdef";
+
+/// The configuration lines of [`OPERATOR_KEY`] (a table array: put them last).
+pub const OPERATOR_KEYS: &str =
+    "\n[[auth.keys]]\ntoken = \"operator-key-0123456789abcdef\"\nname = \"ops-oncall\"\n";
+
 impl Client {
+    /// A client that sends `key` as `Authorization: Bearer` with every request.
+    pub fn with_key(base: &str, key: &str) -> Self {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {key}").parse().unwrap(),
+        );
+        Self {
+            http: reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .unwrap(),
+            base: base.to_owned(),
+        }
+    }
+
     /// The value of one series of `/metrics` (0 when it is not served).
     pub async fn metric(&self, series: &str) -> f64 {
         let (_, text) = self.get("/metrics").await;

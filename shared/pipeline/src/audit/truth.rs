@@ -169,6 +169,30 @@ impl Truth {
                     index + 1
                 )
             })?;
+            // The same limits as an event's: a line the pipeline could never index would make
+            // an audit report the index wrong (and a fix write what it cannot hold).
+            let limits = if entry.doc_id.is_empty() {
+                Some("doc_id is empty".to_owned())
+            } else if entry.doc_id.len() > casement_events::MAX_ID_BYTES {
+                Some(format!(
+                    "doc_id is over {} bytes",
+                    casement_events::MAX_ID_BYTES
+                ))
+            } else if entry.revision > casement_events::MAX_REVISION {
+                Some(format!("revision {} is over 2^63 - 1", entry.revision))
+            } else if entry.doc_id.chars().any(char::is_control)
+                || entry
+                    .tenant
+                    .as_deref()
+                    .is_some_and(|t| t.chars().any(char::is_control))
+            {
+                Some("doc_id or tenant holds a control character".to_owned())
+            } else {
+                None
+            };
+            if let Some(problem) = limits {
+                return Err(format!("line {}: {problem}", index + 1));
+            }
             let expected = if entry.deleted {
                 Expected::Deleted {
                     revision: entry.revision,
@@ -201,6 +225,30 @@ mod tests {
         DocKey {
             tenant: tenant.map(str::to_owned),
             doc_id: doc_id.to_owned(),
+        }
+    }
+
+    /// A listing line no event could carry (an empty id, a revision the store cannot hold)
+    /// fails the listing, naming the line.
+    #[test]
+    fn a_listing_line_past_the_event_limits_is_refused() {
+        for (line, problem) in [
+            ("{\"doc_id\": \"\", \"revision\": 3}", "doc_id is empty"),
+            (
+                "{\"doc_id\": \"a\", \"revision\": 9223372036854775808}",
+                "over 2^63 - 1",
+            ),
+            (
+                "{\"doc_id\": \"a\\nb\", \"revision\": 1}",
+                "control character",
+            ),
+        ] {
+            let listing = format!("{{\"doc_id\": \"ok\", \"revision\": 1}}\n{line}\n");
+            let error = Truth::from_listing(listing.as_bytes(), "l").unwrap_err();
+            assert!(
+                error.starts_with("line 2: ") && error.contains(problem),
+                "{error}"
+            );
         }
     }
 

@@ -11,6 +11,13 @@ pub struct FetchConfig {
     /// (`https://{domain}/w/api.php`). Empty: nothing is fetched, and events without
     /// content are dead-lettered (`no_content`).
     pub api_url: String,
+    /// The wikis revisions may be fetched from, by the host name events give
+    /// (`meta.domain`, e.g. `en.wikipedia.org`; with `:port` where the wiki has one). An
+    /// event naming another wiki, or anything that is not a host name, is dead-lettered
+    /// (`unsupported`) without a request. Empty: the stream's
+    /// `sources.mediawiki.domains` (the all-in-one); required when `api_url` names
+    /// `{domain}`, or any event could make Casement ask any host.
+    pub domains: Vec<String>,
     /// Sent with every request. Wikimedia's policy asks for a way to reach the operator:
     /// put a URL or an email address in it.
     pub user_agent: String,
@@ -30,12 +37,16 @@ pub struct FetchConfig {
     /// Attempts per batch (waiting for `Retry-After` between them) before the events are
     /// handed back to the pipeline's backoff.
     pub attempts: u32,
+    /// A longer answer is a failed request, read no further (the API caps its own answers
+    /// at a few MiB: `$wgAPIMaxResultSize`).
+    pub max_response_bytes: usize,
 }
 
 impl Default for FetchConfig {
     fn default() -> Self {
         Self {
             api_url: String::new(),
+            domains: Vec::new(),
             user_agent: format!(
                 "Casement/{} (wiki indexer; set fetch.user_agent to include your contact)",
                 env!("CARGO_PKG_VERSION")
@@ -47,6 +58,7 @@ impl Default for FetchConfig {
             timeout_secs: 30,
             max_retry_after_secs: 120,
             attempts: 3,
+            max_response_bytes: 32 * 1024 * 1024,
         }
     }
 }
@@ -88,8 +100,82 @@ impl FetchConfig {
         if self.timeout_secs == 0 || self.attempts == 0 {
             return Err("fetch.timeout_secs and fetch.attempts must be at least 1".into());
         }
+        if self.max_response_bytes < 1024 {
+            return Err("fetch.max_response_bytes must be at least 1024".into());
+        }
+        for domain in &self.domains {
+            if !is_host(domain) {
+                return Err(format!(
+                    "fetch.domains: {domain:?} is not a host name (letters, digits, dots and \
+                     hyphens, optionally :port)"
+                ));
+            }
+        }
+        if self.enabled() && self.api_url.contains("{domain}") && self.domains.is_empty() {
+            return Err(format!(
+                "fetch.domains must list the wikis to fetch from: fetch.api_url = {:?} puts \
+                 each event's domain into the URL, so without a list any event could make \
+                 Casement ask any host",
+                self.api_url
+            ));
+        }
         Ok(())
     }
+
+    /// The API to ask for a revision of the wiki at `domain`.
+    pub fn api_for(&self, domain: &str) -> String {
+        self.api_url
+            .replace("{domain}", &domain.to_ascii_lowercase())
+    }
+
+    /// Whether revisions of the wiki `domain` (an event's `meta.domain`) may be fetched: a
+    /// host name (with a port only as listed), on `domains` when that is set. The reason
+    /// when not.
+    pub fn check_domain(&self, domain: &str) -> Result<(), String> {
+        let shown: String = domain.chars().take(100).collect();
+        if !is_host(domain) {
+            return Err(format!(
+                "the event's wiki {shown:?} is not a host name: nothing is fetched"
+            ));
+        }
+        if self.api_url.contains("{domain}") || !self.domains.is_empty() {
+            if !self.domains.iter().any(|d| d.eq_ignore_ascii_case(domain)) {
+                return Err(format!(
+                    "the event's wiki {shown:?} is not on fetch.domains: nothing is fetched"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `host` or `host:port`: DNS labels (letters, digits, hyphens, not at a label's ends)
+/// joined by dots, or an IPv4 address; nothing that could change a URL's meaning (`/`,
+/// `?`, `#`, `@`, `\`, spaces, percent escapes).
+pub fn is_host(domain: &str) -> bool {
+    let (host, port) = match domain.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (domain, None),
+    };
+    if let Some(port) = port
+        && (port.is_empty()
+            || port.len() > 5
+            || !port.bytes().all(|b| b.is_ascii_digit())
+            || port.parse::<u16>().is_err())
+    {
+        return false;
+    }
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 #[cfg(test)]
@@ -100,6 +186,7 @@ mod tests {
     fn bad_settings_are_refused() {
         let good = FetchConfig {
             api_url: "https://{domain}/w/api.php".into(),
+            domains: vec!["en.wikipedia.org".into()],
             ..FetchConfig::default()
         };
         assert_eq!(good.validate(), Ok(()));
@@ -120,8 +207,58 @@ mod tests {
                 user_agent: " ".into(),
                 ..good.clone()
             },
+            // {domain} in the URL without a list: any event could pick the host.
+            FetchConfig {
+                domains: Vec::new(),
+                ..good.clone()
+            },
+            FetchConfig {
+                domains: vec!["en.wikipedia.org/x".into()],
+                ..good.clone()
+            },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
+    }
+
+    /// An event's domain goes into a URL only when it is a host name on the list.
+    #[test]
+    fn only_listed_host_names_are_fetched_from() {
+        let config = FetchConfig {
+            api_url: "http://{domain}/w/api.php".into(),
+            domains: vec!["en.wikipedia.org".into(), "127.0.0.1:8123".into()],
+            ..FetchConfig::default()
+        };
+        assert_eq!(config.check_domain("en.wikipedia.org"), Ok(()));
+        assert_eq!(config.check_domain("EN.Wikipedia.org"), Ok(()));
+        assert_eq!(config.check_domain("127.0.0.1:8123"), Ok(()));
+        for hostile in [
+            "127.0.0.1:18193/internal/admin?via=webhook&",
+            "de.wikipedia.org",
+            "127.0.0.1:8124",
+            "127.0.0.1",
+            "en.wikipedia.org@attacker.example",
+            "en.wikipedia.org#",
+            "attacker.example/en.wikipedia.org",
+            "en.wikipedia.org:",
+            "en.wikipedia.org:99999",
+            "en wikipedia.org",
+            "en.wikipedia.org%2f",
+            "[::1]:80",
+            "",
+        ] {
+            assert!(config.check_domain(hostile).is_err(), "{hostile:?}");
+        }
+        // A fixed API: the domain does not go into the URL, but must still be a host name.
+        let fixed = FetchConfig {
+            api_url: "https://wiki.example/w/api.php".into(),
+            ..FetchConfig::default()
+        };
+        assert_eq!(fixed.check_domain("anything.example"), Ok(()));
+        assert!(fixed.check_domain("a/b?c").is_err());
+        assert_eq!(
+            config.api_for("EN.wikipedia.org"),
+            "http://en.wikipedia.org/w/api.php"
+        );
     }
 }

@@ -4,20 +4,28 @@
 //! processor asks the [`Fetcher`] after the fence let the event through, so an event
 //! older than the indexed revision fetches nothing.
 //!
-//! The Action API (`action=query&prop=revisions|info&revids=…&rvslots=main`): the lanes'
-//! requests are gathered into batches of up to `batch_size` revisions (50, the API's limit
-//! for most clients) for `batch_wait_ms`, one request per batch and wiki, at most
-//! `requests_per_second`, with `maxlag` and a descriptive User-Agent as Wikimedia's API
-//! etiquette asks. A 429, a 5xx or a `maxlag` error waits for `Retry-After` (capped) and
-//! tries again; what still fails is a transient error, which the pipeline retries with
-//! backoff. A revision the wiki does not have (deleted with its page, never existed), or
-//! whose content is hidden or suppressed, is gone for good: the event is dead-lettered
-//! with reason `gone`.
+//! The Action API (`action=query&prop=revisions|info&revids=…&rvslots=main`): each API
+//! (each wiki, when `api_url` names `{domain}`) has a queue and a task of its own, so a
+//! slow or throttled wiki delays only its own revisions. A task gathers its lanes'
+//! requests into batches of up to `batch_size` revisions (50, the API's limit for most
+//! clients) for `batch_wait_ms`, one request per batch, at most `requests_per_second`,
+//! with `maxlag` and a descriptive User-Agent as Wikimedia's API etiquette asks. A 429, a
+//! 5xx or a `maxlag` error waits for `Retry-After` (capped) and tries again; what still
+//! fails is a transient error, which the pipeline retries with backoff (parked aside, up
+//! to `pipeline.fetch_give_up_secs`). A revision the wiki does not have (deleted with its
+//! page, never existed), or whose content is hidden or suppressed, is gone for good: the
+//! event is dead-lettered with reason `gone`.
+//!
+//! What leaves for the network is what the operator configured: an event names its wiki
+//! (`meta.domain`), which must be a host name on `fetch.domains`
+//! ([`FetchConfig::check_domain`]) before it goes into a URL; redirects are followed only
+//! on the same host; answers are read up to `max_response_bytes`; and no answer's body
+//! reaches the logs or an error message.
 
 mod answer;
 mod config;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use casement_text::Format;
@@ -53,6 +61,10 @@ pub enum FetchError {
     /// server error, the network): retried.
     #[error("{0}")]
     Unavailable(String),
+    /// The event names a wiki this service does not fetch from (not on `fetch.domains`),
+    /// or something that is not a host name: never fetched.
+    #[error("{0}")]
+    Refused(String),
     /// No `[fetch] api_url` is configured.
     #[error("the event carries no content and no fetch.api_url is configured to fetch it")]
     NotConfigured,
@@ -75,10 +87,19 @@ struct Request {
     reply: oneshot::Sender<Result<Fetched, FetchError>>,
 }
 
-/// Hands revisions to the batching task; cheap to clone.
+/// Hands revisions to the task of their API; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Fetcher {
-    requests: mpsc::Sender<Request>,
+    shared: std::sync::Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    config: FetchConfig,
+    client: reqwest::Client,
+    metrics: FetchMetrics,
+    /// The queue of each API's task (by API URL), started on first use.
+    queues: std::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Request>>>,
 }
 
 impl std::fmt::Debug for Request {
@@ -87,8 +108,27 @@ impl std::fmt::Debug for Request {
     }
 }
 
+/// Redirects are followed on the same host (and scheme and port) only, five at most: a
+/// wiki moved to `https` is followed, a wiki that sends the fetcher to another host is not
+/// (the answer is then a failure).
+fn same_host_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first();
+        let same = first.is_some_and(|from| {
+            from.host_str() == attempt.url().host_str()
+                && from.port_or_known_default() == attempt.url().port_or_known_default()
+        });
+        if attempt.previous().len() > 5 || !same {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
 impl Fetcher {
-    /// Starts the batching task (on the current runtime); `None` when `config` has no API.
+    /// Ready to fetch (tasks start on the current runtime as APIs are used); `None` when
+    /// `config` has no API.
     pub fn start(config: &FetchConfig, metrics: FetchMetrics) -> anyhow::Result<Option<Self>> {
         if !config.enabled() {
             return Ok(None);
@@ -97,20 +137,23 @@ impl Fetcher {
         let client = reqwest::Client::builder()
             .user_agent(config.user_agent.clone())
             .timeout(Duration::from_secs(config.timeout_secs))
+            .redirect(same_host_redirects())
             .build()?;
-        let (requests, receiver) = mpsc::channel(config.batch_size * 4);
-        let task = Batcher {
-            config: config.clone(),
-            client,
-            metrics,
-            last_request: HashMap::new(),
-        };
-        tokio::spawn(task.run(receiver));
-        Ok(Some(Self { requests }))
+        Ok(Some(Self {
+            shared: std::sync::Arc::new(Shared {
+                config: config.clone(),
+                client,
+                metrics,
+                queues: std::sync::Mutex::new(HashMap::new()),
+            }),
+        }))
     }
 
     /// The content of `revision` of the wiki at `domain`.
     pub async fn fetch(&self, domain: &str, revision: u64) -> Result<Fetched, FetchError> {
+        let config = &self.shared.config;
+        config.check_domain(domain).map_err(FetchError::Refused)?;
+        let api = config.api_for(domain);
         let (reply, answer) = oneshot::channel();
         let request = Request {
             domain: domain.to_owned(),
@@ -118,17 +161,30 @@ impl Fetcher {
             reply,
         };
         let stopped = || FetchError::Unavailable("the fetcher has stopped".into());
-        self.requests.send(request).await.map_err(|_| stopped())?;
+        {
+            let mut queues = self.shared.queues.lock().unwrap_or_else(|p| p.into_inner());
+            let queue = queues.entry(api.clone()).or_insert_with(|| {
+                let (queue, receiver) = mpsc::unbounded_channel();
+                let task = ApiTask {
+                    api: api.clone(),
+                    shared: self.shared.clone(),
+                    last_request: None,
+                };
+                tokio::spawn(task.run(receiver));
+                queue
+            });
+            queue.send(request).map_err(|_| stopped())?;
+        }
         answer.await.map_err(|_| stopped())?
     }
 }
 
-struct Batcher {
-    config: FetchConfig,
-    client: reqwest::Client,
-    metrics: FetchMetrics,
-    /// When each API was last asked (the rate limit).
-    last_request: HashMap<String, Instant>,
+/// The task of one API: its queue, batches, rate limit and waits.
+struct ApiTask {
+    api: String,
+    shared: std::sync::Arc<Shared>,
+    /// When the API was last asked (the rate limit).
+    last_request: Option<Instant>,
 }
 
 /// What one API request said about the revisions asked.
@@ -138,32 +194,29 @@ enum Answer {
     Later(Duration, String),
 }
 
-impl Batcher {
-    async fn run(mut self, mut receiver: mpsc::Receiver<Request>) {
+impl ApiTask {
+    async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Request>) {
+        let config = self.shared.config.clone();
         while let Some(first) = receiver.recv().await {
             let mut batch = vec![first];
             let deadline =
-                tokio::time::Instant::now() + Duration::from_millis(self.config.batch_wait_ms);
-            while batch.len() < self.config.batch_size {
+                tokio::time::Instant::now() + Duration::from_millis(config.batch_wait_ms);
+            while batch.len() < config.batch_size {
                 match tokio::time::timeout_at(deadline, receiver.recv()).await {
                     Ok(Some(request)) => batch.push(request),
                     Ok(None) | Err(_) => break,
                 }
             }
-            let mut by_domain: BTreeMap<String, Vec<Request>> = BTreeMap::new();
-            for request in batch {
-                by_domain
-                    .entry(request.domain.clone())
-                    .or_default()
-                    .push(request);
-            }
-            for (domain, requests) in by_domain {
-                self.fetch_batch(&domain, requests).await;
+            // Lanes that gave up waiting (shutdown) need nothing.
+            batch.retain(|request| !request.reply.is_closed());
+            if !batch.is_empty() {
+                self.fetch_batch(batch).await;
             }
         }
     }
 
-    async fn fetch_batch(&mut self, domain: &str, requests: Vec<Request>) {
+    async fn fetch_batch(&mut self, requests: Vec<Request>) {
+        let config = self.shared.config.clone();
         let mut wanted: Vec<u64> = requests.iter().map(|r| r.revision).collect();
         wanted.sort_unstable();
         wanted.dedup();
@@ -175,7 +228,7 @@ impl Batcher {
         // result size limit), and what it left out is asked again.
         while !wanted.is_empty() {
             attempts += 1;
-            match self.request(domain, &wanted).await {
+            match self.request(&wanted).await {
                 Ok(Answer::Revisions(answered)) if !answered.is_empty() => {
                     wanted.retain(|revision| !answered.contains_key(revision));
                     results.extend(answered);
@@ -185,12 +238,12 @@ impl Batcher {
                     failure = "the API answered none of the revisions asked".to_owned();
                     break;
                 }
-                Ok(Answer::Later(_, why)) | Err(why) if attempts >= self.config.attempts => {
+                Ok(Answer::Later(_, why)) | Err(why) if attempts >= config.attempts => {
                     failure = why;
                     break;
                 }
                 Ok(Answer::Later(wait, why)) => {
-                    tracing::info!(domain, wait_ms = wait.as_millis() as u64, %why, "wiki API asks to wait");
+                    tracing::info!(api = %self.api, wait_ms = wait.as_millis() as u64, %why, "wiki API asks to wait");
                     tokio::time::sleep(wait).await;
                 }
                 Err(_) => {
@@ -206,23 +259,28 @@ impl Batcher {
             let outcome = match &result {
                 Ok(_) => "fetched",
                 Err(FetchError::Gone(_)) => "gone",
-                Err(FetchError::Unsupported(_)) => "unsupported",
+                Err(FetchError::Unsupported(_) | FetchError::Refused(_)) => "unsupported",
                 Err(_) => "failed",
             };
-            self.metrics.revisions.with_label_values(&[outcome]).inc();
+            self.shared
+                .metrics
+                .revisions
+                .with_label_values(&[outcome])
+                .inc();
             // The lane may have given up waiting (shutdown): nothing to tell it.
             let _ = request.reply.send(result);
         }
     }
 
-    /// One request for `revisions` (at most `batch_size`) of the wiki at `domain`.
-    async fn request(&mut self, domain: &str, revisions: &[u64]) -> Result<Answer, String> {
-        let api = self.config.api_url.replace("{domain}", domain);
-        let spacing = Duration::from_secs_f64(1.0 / self.config.requests_per_second);
-        if let Some(last) = self.last_request.get(&api) {
-            tokio::time::sleep_until((*last + spacing).into()).await;
+    /// One request for `revisions` (at most `batch_size`).
+    async fn request(&mut self, revisions: &[u64]) -> Result<Answer, String> {
+        let config = &self.shared.config;
+        let api = self.api.clone();
+        let spacing = Duration::from_secs_f64(1.0 / config.requests_per_second);
+        if let Some(last) = self.last_request {
+            tokio::time::sleep_until((last + spacing).into()).await;
         }
-        self.last_request.insert(api.clone(), Instant::now());
+        self.last_request = Some(Instant::now());
         let ids = revisions
             .iter()
             .map(u64::to_string)
@@ -238,71 +296,91 @@ impl Batcher {
             ("rvslots", "main".to_owned()),
             ("revids", ids),
         ];
-        if self.config.maxlag_secs > 0 {
-            params.push(("maxlag", self.config.maxlag_secs.to_string()));
+        if config.maxlag_secs > 0 {
+            params.push(("maxlag", config.maxlag_secs.to_string()));
         }
         let url = reqwest::Url::parse_with_params(&api, &params)
             .map_err(|e| format!("fetch.api_url {api:?}: {e}"))?;
-        self.metrics.batch.observe(revisions.len() as f64);
+        self.shared.metrics.batch.observe(revisions.len() as f64);
         let started = Instant::now();
-        let response = self.client.get(url).send().await;
-        self.metrics
-            .duration
-            .observe(started.elapsed().as_secs_f64());
+        let response = self.shared.client.get(url).send().await;
         let response = match response {
             Ok(response) => response,
             Err(error) => {
-                self.count_request("failed");
-                return Err(format!("{api}: {error}"));
+                self.observe(started, "failed");
+                return Err(format!("{api}: {}", without_url(&error)));
             }
         };
         let status = response.status();
         let retry_after = self.retry_after(response.headers());
         if status.as_u16() == 429 || status.is_server_error() {
-            self.count_request(if status.as_u16() == 429 || status.as_u16() == 503 {
-                "throttled"
-            } else {
-                "failed"
-            });
+            let throttled = status.as_u16() == 429 || status.as_u16() == 503;
+            self.observe(started, if throttled { "throttled" } else { "failed" });
             return Ok(Answer::Later(
                 retry_after.unwrap_or(Duration::from_secs(1)),
                 format!("{api} answered {status}"),
             ));
         }
-        let body = response.bytes().await.map_err(|e| {
-            self.count_request("failed");
-            format!("{api}: {e}")
-        })?;
         if !status.is_success() {
-            self.count_request("failed");
-            return Err(format!(
-                "{api} answered {status}: {}",
-                String::from_utf8_lossy(&body[..body.len().min(200)])
-            ));
+            self.observe(started, "failed");
+            // The body is not read, and never logged: it is the wiki's, or whatever a
+            // host behind a redirect said.
+            let redirect = status.is_redirection().then_some(
+                " (a redirect to another host, not followed: point fetch.api_url at the wiki's own API)",
+            );
+            return Err(format!("{api} answered {status}{}", redirect.unwrap_or("")));
         }
-        let json: Value = serde_json::from_slice(&body).map_err(|e| {
-            self.count_request("failed");
-            format!("{api} answered something that is not JSON: {e}")
-        })?;
+        let body = match read_capped(response, config.max_response_bytes).await {
+            Ok(body) => body,
+            Err(why) => {
+                self.observe(started, "failed");
+                return Err(format!("{api}: {why}"));
+            }
+        };
+        let json: Value = match serde_json::from_slice(&body) {
+            Ok(json) => json,
+            Err(e) => {
+                self.observe(started, "failed");
+                // serde's message may quote the body: only where it broke is said.
+                return Err(format!(
+                    "{api} answered something that is not the API's JSON ({} bytes; {:?} \
+                     error at line {} column {})",
+                    body.len(),
+                    e.classify(),
+                    e.line(),
+                    e.column()
+                ));
+            }
+        };
         if let Some(error) = json.get("error") {
-            let code = error.get("code").and_then(Value::as_str).unwrap_or("");
-            let info = error.get("info").and_then(Value::as_str).unwrap_or("");
+            let text = |key: &str| {
+                error
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            };
+            let (code, info) = (text("code"), text("info"));
             if code == "maxlag" || code == "ratelimited" {
-                self.count_request("throttled");
+                self.observe(started, "throttled");
                 return Ok(Answer::Later(
                     retry_after.unwrap_or(Duration::from_secs(5)),
                     format!("{api}: {code}: {info}"),
                 ));
             }
-            self.count_request("failed");
+            self.observe(started, "failed");
             return Err(format!("{api}: {code}: {info}"));
         }
-        self.count_request("ok");
+        self.observe(started, "ok");
         Ok(Answer::Revisions(parse_revisions(&json)))
     }
 
-    fn count_request(&self, outcome: &str) {
-        self.metrics.requests.with_label_values(&[outcome]).inc();
+    fn observe(&self, started: Instant, outcome: &str) {
+        let metrics = &self.shared.metrics;
+        metrics.duration.observe(started.elapsed().as_secs_f64());
+        metrics.requests.with_label_values(&[outcome]).inc();
     }
 
     fn retry_after(&self, headers: &reqwest::header::HeaderMap) -> Option<Duration> {
@@ -314,7 +392,53 @@ impl Batcher {
             .parse()
             .ok()?;
         Some(Duration::from_secs(
-            seconds.min(self.config.max_retry_after_secs),
+            seconds.min(self.shared.config.max_retry_after_secs),
         ))
     }
+}
+
+/// A client error without the URL (the query names every revision asked).
+fn without_url(error: &reqwest::Error) -> String {
+    let kind = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else if error.is_redirect() {
+        "too many redirects"
+    } else {
+        "request failed"
+    };
+    let mut source = std::error::Error::source(error);
+    let mut detail = String::new();
+    while let Some(inner) = source {
+        detail = inner.to_string();
+        source = inner.source();
+    }
+    if detail.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}: {detail}")
+    }
+}
+
+/// The answer's body, at most `max` bytes: a longer one is a failure, read no further.
+async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    if response
+        .content_length()
+        .is_some_and(|length| length > max as u64)
+    {
+        return Err(format!(
+            "the answer is over fetch.max_response_bytes = {max} bytes"
+        ));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| without_url(&e))? {
+        if body.len() + chunk.len() > max {
+            return Err(format!(
+                "the answer is over fetch.max_response_bytes = {max} bytes"
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }

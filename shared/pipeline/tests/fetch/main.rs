@@ -3,6 +3,7 @@
 //! API on loopback (`casement_testkit::wiki`) that serves the 18F Handbook's real page
 //! histories as wiki revisions. The processor runs on Qdrant Edge with the real model.
 
+mod hostile;
 mod lifecycle;
 mod support;
 

@@ -15,7 +15,7 @@ mod snapshot;
 mod store;
 mod write;
 
-pub use snapshot::{ClosedStore, copy_tree};
+pub use snapshot::{ClosedStore, copy_sparse, copy_tree};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -94,10 +94,96 @@ pub fn copy_tree(src: &Path, dest: &Path, skip: &dyn Fn(&Path) -> bool) -> std::
         if kind.is_dir() {
             bytes += copy_tree(&path, &target, skip)?;
         } else if kind.is_file() {
-            bytes += std::fs::copy(&path, &target)?;
-            std::fs::File::open(&target)?.sync_all()?;
+            let mut from = std::fs::File::open(&path)?;
+            let mut to = std::fs::File::create(&target)?;
+            bytes += copy_sparse(&mut from, &mut to)?;
+            to.sync_all()?;
         }
     }
     std::fs::File::open(dest)?.sync_all()?;
     Ok(bytes)
+}
+
+/// Copies `from` into `to` (both at their start) keeping holes: 4 KiB blocks of zeros are
+/// skipped over, not written, and the length is set at the end. The engine's files are
+/// preallocated and mostly empty: a plain copy makes a 2 MB index a 150 MB snapshot.
+/// Returns the length copied.
+pub fn copy_sparse(from: &mut std::fs::File, to: &mut std::fs::File) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    const BLOCK: usize = 4096;
+    let mut buffer = vec![0u8; 64 * BLOCK];
+    let mut length = 0u64;
+    loop {
+        // Fill the buffer (a short read is not the end).
+        let mut filled = 0;
+        while filled < buffer.len() {
+            match from.read(&mut buffer[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if filled == 0 {
+            break;
+        }
+        for block in buffer[..filled].chunks(BLOCK) {
+            if block.iter().all(|&b| b == 0) {
+                to.seek(SeekFrom::Current(block.len() as i64))?;
+            } else {
+                to.write_all(block)?;
+            }
+        }
+        length += filled as u64;
+        if filled < buffer.len() {
+            break;
+        }
+    }
+    to.set_len(length)?;
+    Ok(length)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::{Seek, SeekFrom, Write};
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    /// A sparse file stays sparse, and its bytes are the same.
+    #[test]
+    fn a_sparse_copy_keeps_holes_and_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("a"), dir.path().join("b"));
+        let mut file = std::fs::File::create(&src).unwrap();
+        file.write_all(b"head").unwrap();
+        file.seek(SeekFrom::Start(32 << 20)).unwrap();
+        file.write_all(b"tail").unwrap();
+        drop(file);
+        let copied = copy_sparse(
+            &mut std::fs::File::open(&src).unwrap(),
+            &mut std::fs::File::create(&dst).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(copied, (32 << 20) + 4);
+        assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&dst).unwrap());
+        let allocated = std::fs::metadata(&dst).unwrap().blocks() * 512;
+        assert!(
+            allocated < 1 << 20,
+            "{allocated} bytes allocated for 32 MiB of holes"
+        );
+        // Ending in a hole keeps the length.
+        let mut file = std::fs::File::create(&src).unwrap();
+        file.write_all(b"x").unwrap();
+        file.set_len(1 << 20).unwrap();
+        drop(file);
+        copy_sparse(
+            &mut std::fs::File::open(&src).unwrap(),
+            &mut std::fs::File::create(&dst).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(std::fs::metadata(&dst).unwrap().len(), 1 << 20);
+    }
 }

@@ -113,7 +113,11 @@ impl Online {
         self.metrics.pause.set(paused_at.elapsed().as_secs_f64());
         self.metrics.documents.inc_by(last.copied as u64);
         self.metrics.sentences.inc_by(last.embedded as u64);
-        self.update(|s| s.passes.push(last));
+        let pause_seconds = paused_at.elapsed().as_secs_f64();
+        self.update(|s| {
+            s.passes.push(last);
+            s.pause_seconds = Some(pause_seconds);
+        });
         tracing::info!(serving = %new.name, replaced = %old, last_copied = last.copied, paused_ms,
             "swapped: searches and events now go to the new index");
         settled.with_context(|| {

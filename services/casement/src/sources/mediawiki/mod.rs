@@ -16,6 +16,7 @@ mod position;
 mod sse;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use casement_pipeline::SourceId;
@@ -24,9 +25,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use position::StreamPosition;
-use sse::{SseEvent, SseParser};
+use sse::{Parsed, SseEvent, SseParser};
 
 use super::Feeder;
+use super::dead_letters::DeadLetterFile;
 
 /// `[sources.mediawiki]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,7 +148,41 @@ pub struct StreamMetrics {
     pub events: IntCounterVec,
     pub filtered: IntCounter,
     pub reconnects: IntCounter,
-    pub lag: Gauge,
+    pub lag: StreamLag,
+}
+
+/// `casement_mediawiki_stream_lag_seconds`: now minus the time of the last event read,
+/// computed when scraped, so a stream that stalls shows a lag that grows.
+#[derive(Debug, Clone)]
+pub struct StreamLag {
+    gauge: Gauge,
+    /// The last event's `meta.dt`, ms since the epoch (0: none yet).
+    last_event_ms: Arc<AtomicI64>,
+}
+
+impl StreamLag {
+    pub fn observe(&self, event_ms: i64) {
+        self.last_event_ms.store(event_ms, Ordering::Relaxed);
+    }
+
+    /// The lag now (none before the first event).
+    pub fn seconds(&self) -> Option<f64> {
+        let last = self.last_event_ms.load(Ordering::Relaxed);
+        (last > 0).then(|| ((casement_pipeline::now_ms() - last) as f64 / 1e3).max(0.0))
+    }
+}
+
+impl prometheus::core::Collector for StreamLag {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        self.gauge.desc()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        if let Some(seconds) = self.seconds() {
+            self.gauge.set(seconds);
+        }
+        self.gauge.collect()
+    }
 }
 
 /// The `page_change_kind` values counted (others count as `other`).
@@ -184,11 +220,14 @@ impl StreamMetrics {
             "Reconnections to the MediaWiki stream.",
         )
         .expect("metric");
-        let lag = Gauge::new(
-            "casement_mediawiki_stream_lag_seconds",
-            "Now minus the event time (meta.dt) of the last event read from the MediaWiki stream.",
-        )
-        .expect("metric");
+        let lag = StreamLag {
+            gauge: Gauge::new(
+                "casement_mediawiki_stream_lag_seconds",
+                "Now (when scraped) minus the event time (meta.dt) of the last event read from the MediaWiki stream.",
+            )
+            .expect("metric"),
+            last_event_ms: Arc::new(AtomicI64::new(0)),
+        };
         for metric in [
             Box::new(events.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(filtered.clone()),
@@ -206,20 +245,29 @@ impl StreamMetrics {
     }
 }
 
+/// What the stream source needs besides its settings.
+#[derive(Debug, Clone)]
+pub struct StreamSource {
+    pub config: MediawikiConfig,
+    pub user_agent: String,
+    pub feeder: Feeder,
+    pub position: Arc<StreamPosition>,
+    pub metrics: StreamMetrics,
+    /// Where an event over `max_event_bytes` is recorded (without its bytes).
+    pub dead_letters: Arc<DeadLetterFile>,
+    pub pipeline_metrics: casement_pipeline::Metrics,
+    pub max_event_bytes: usize,
+}
+
 /// Follows the stream until the task is aborted.
-pub async fn run(
-    config: MediawikiConfig,
-    user_agent: String,
-    feeder: Feeder,
-    position: Arc<StreamPosition>,
-    metrics: StreamMetrics,
-) -> anyhow::Result<()> {
+pub async fn run(source: StreamSource) -> anyhow::Result<()> {
+    let config = &source.config;
     let client = reqwest::Client::builder()
-        .user_agent(user_agent)
+        .user_agent(source.user_agent.clone())
         .connect_timeout(Duration::from_secs(10))
         .build()?;
     let idle = Duration::from_secs(config.idle_timeout_secs);
-    let mut last_id = position.resume_after();
+    let mut last_id = source.position.resume_after();
     let mut backoff = Duration::from_millis(config.reconnect_initial_ms);
     let max = Duration::from_millis(config.reconnect_max_ms);
     loop {
@@ -229,14 +277,17 @@ pub async fn run(
         if let Some(id) = &last_id {
             request = request.header("Last-Event-ID", id);
         }
-        let mut parser = SseParser::default();
+        let mut parser = SseParser::new(source.max_event_bytes);
         match request.send().await {
             Ok(response) if response.status().is_success() => {
                 tracing::info!(url = %config.stream_url, resume_after = ?last_id, "following the MediaWiki stream");
                 let mut response = response;
                 let mut read = 0;
+                // Idle: no complete event for `idle` (bytes that never make one, a line
+                // dripped a byte at a time, are no sign of life).
+                let mut idle_at = tokio::time::Instant::now() + idle;
                 loop {
-                    let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+                    let chunk = match tokio::time::timeout_at(idle_at, response.chunk()).await {
                         Ok(Ok(Some(chunk))) => chunk,
                         Ok(Ok(None)) => {
                             tracing::info!("the MediaWiki stream ended; reconnecting");
@@ -249,17 +300,23 @@ pub async fn run(
                         Err(_) => {
                             tracing::warn!(
                                 idle_secs = idle.as_secs(),
-                                "the MediaWiki stream went silent; reconnecting"
+                                "no complete event from the MediaWiki stream; reconnecting"
                             );
                             break;
                         }
                     };
-                    for event in parser.push(&chunk) {
-                        if let Some(id) = &event.id {
-                            last_id = Some(id.clone());
-                        }
-                        handle(&config, &feeder, &position, &metrics, event).await?;
+                    for parsed in parser.push(&chunk) {
+                        idle_at = tokio::time::Instant::now() + idle;
                         read += 1;
+                        match parsed {
+                            Parsed::Event(event) => {
+                                if let Some(id) = &event.id {
+                                    last_id = Some(id.clone());
+                                }
+                                handle(&source, event).await?;
+                            }
+                            Parsed::TooLarge { bytes } => too_large(&source, bytes).await,
+                        }
                     }
                 }
                 if read > 0 {
@@ -273,22 +330,37 @@ pub async fn run(
                 tracing::warn!(%error, url = %config.stream_url, "cannot reach the MediaWiki stream; reconnecting");
             }
         }
-        metrics.reconnects.inc();
+        source.metrics.reconnects.inc();
+        // The server's `retry:` is a floor under the backoff, never past reconnect_max_ms.
         let wait = parser
             .retry_ms
-            .map_or(backoff, |ms| Duration::from_millis(ms).max(backoff));
+            .map_or(backoff, |ms| Duration::from_millis(ms).max(backoff))
+            .min(max);
         tokio::time::sleep(wait).await;
         backoff = (backoff * 2).min(max);
     }
 }
 
-async fn handle(
-    config: &MediawikiConfig,
-    feeder: &Feeder,
-    position: &StreamPosition,
-    metrics: &StreamMetrics,
-    event: SseEvent,
-) -> anyhow::Result<()> {
+/// An event over `max_event_bytes`: recorded as a dead letter (its length, not its bytes),
+/// counted, and the stream goes on.
+async fn too_large(source: &StreamSource, bytes: usize) {
+    tracing::warn!(
+        bytes,
+        max_event_bytes = source.max_event_bytes,
+        "an event of the MediaWiki stream is over events.max_event_bytes; dead-lettered without its bytes"
+    );
+    crate::sources::dead_letters::record_too_large(
+        &source.dead_letters,
+        &source.pipeline_metrics,
+        SourceId::Mediawiki,
+        bytes,
+        source.max_event_bytes,
+    )
+    .await;
+}
+
+async fn handle(source: &StreamSource, event: SseEvent) -> anyhow::Result<()> {
+    let (config, metrics) = (&source.config, &source.metrics);
     if event.event.as_deref().is_some_and(|e| e != "message") {
         return Ok(());
     }
@@ -300,12 +372,7 @@ async fn handle(
             .and_then(Value::as_str)
             .and_then(|dt| chrono::DateTime::parse_from_rfc3339(dt).ok());
         if let Some(dt) = dt {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
-            metrics
-                .lag
-                .set((now - dt.timestamp_millis() as f64 / 1e3).max(0.0));
+            metrics.lag.observe(dt.timestamp_millis());
         }
         if !config.wants(json) {
             metrics.filtered.inc();
@@ -320,11 +387,12 @@ async fn handle(
     }
     // What is not JSON goes to the pipeline all the same: the decoder dead-letters it with
     // the reason, and the stream goes on.
-    let offset = feeder
+    let offset = source
+        .feeder
         .send_bytes(SourceId::Mediawiki, event.data.into_bytes())
         .await?;
     if let Some(id) = event.id {
-        position.sent(offset, id);
+        source.position.sent(offset, id);
     }
     Ok(())
 }

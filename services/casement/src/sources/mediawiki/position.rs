@@ -45,6 +45,16 @@ impl StreamPosition {
         let saved = (saved.stream_url == stream_url)
             .then_some(saved.last_event_id)
             .flatten();
+        // An id an earlier version saved that no header can carry would fail every
+        // reconnect: the stream starts from now instead.
+        let saved = saved.filter(|id| {
+            let usable = super::sse::is_header_value(id);
+            if !usable {
+                tracing::warn!(path = %path.display(),
+                    "the saved stream position is not a valid Last-Event-ID; following the stream from now");
+            }
+            usable
+        });
         Self {
             path,
             stream_url: stream_url.to_owned(),
@@ -128,6 +138,22 @@ mod tests {
         // Another stream starts from now.
         assert_eq!(
             StreamPosition::load(dir.path(), "http://t").resume_after(),
+            None
+        );
+    }
+
+    /// A saved id no header can carry (saved by an earlier version) is not sent back: the
+    /// stream starts from now instead of failing every reconnect.
+    #[test]
+    fn a_saved_id_that_is_not_a_header_value_is_dropped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let saved = Saved {
+            stream_url: "http://s".into(),
+            last_event_id: Some("poison\u{1}id".into()),
+        };
+        crate::sources::write_state(&StreamPosition::path(dir.path()), &saved).expect("write");
+        assert_eq!(
+            StreamPosition::load(dir.path(), "http://s").resume_after(),
             None
         );
     }

@@ -82,7 +82,7 @@ async fn a_server_migration_swaps_the_alias_under_a_running_service() {
     let migrated_edits = lines.len();
 
     // The fp32 service noticed: it keeps searching its collection and writes nothing.
-    let (status, _) = support::Client::new(&service.base)
+    let (status, _) = support::Client::with_key(&service.base, support::OPERATOR_KEY)
         .event(&edit(lines.len() + 1).0)
         .await;
     lines.push(edit(lines.len() + 1).1);

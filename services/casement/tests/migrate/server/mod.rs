@@ -89,7 +89,9 @@ pub(super) async fn wait_for_edit(store: &ServerStore, n: usize) {
 
 pub(super) async fn send_edit(base: &str, lines: &mut Vec<Value>) -> u16 {
     let (event, line) = edit(lines.len() + 1);
-    let (status, answer) = support::Client::new(base).event(&event).await;
+    let (status, answer) = support::Client::with_key(base, support::OPERATOR_KEY)
+        .event(&event)
+        .await;
     assert!(status == 200 || status == 202, "{status} {answer}");
     lines.push(line);
     status

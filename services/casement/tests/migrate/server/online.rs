@@ -18,7 +18,14 @@ async fn an_online_server_migration_swaps_the_alias_and_rolls_back() {
     let _ = aliases.drop_all().await;
     let server_env = server.env();
     let dir = tempfile::tempdir().unwrap();
-    let config = support::write_config(dir.path(), &format!("[eval]\ngolden = \"{}\"\n", golden()));
+    let config = support::write_config(
+        dir.path(),
+        &format!(
+            "[eval]\ngolden = \"{}\"\n{}",
+            golden(),
+            support::OPERATOR_KEYS
+        ),
+    );
     let log = sample_log();
     let env = with(&server_env, &[]);
     let mut casement = support::Casement::start_with(
@@ -28,7 +35,7 @@ async fn an_online_server_migration_swaps_the_alias_and_rolls_back() {
         &env,
     );
     casement.wait_for_line("Ctrl-C stops", Duration::from_secs(120));
-    let client = support::Client::new(&casement.base);
+    let client = support::Client::with_key(&casement.base, support::OPERATOR_KEY);
     let base = Arc::new(tokio::sync::Mutex::new(Some(casement.base.clone())));
     let (searching, searches, failures) = keep_searching(base);
     let mut lines = Vec::new();

@@ -24,6 +24,10 @@ struct Wiki {
     deleted_pages: HashSet<u64>,
     hidden: HashSet<u64>,
     throttle: u32,
+    /// Every answer is this (status, headers, body) instead of the API's.
+    broken: Option<(StatusCode, Vec<(String, String)>, String)>,
+    /// Each answer waits this long first.
+    delay: std::time::Duration,
     requests: Vec<Vec<u64>>,
     user_agents: HashSet<String>,
 }
@@ -104,6 +108,29 @@ impl WikiStandIn {
         self.with(|wiki| wiki.throttle = requests);
     }
 
+    /// Answers every request with `body` and `status` (and `headers`) instead of the API's
+    /// answer (`None`: the API again): a wiki behind a broken proxy, an error page, a
+    /// redirect elsewhere.
+    pub fn answer_instead(&self, answer: Option<(u16, &[(&str, &str)], &str)>) {
+        self.with(|wiki| {
+            wiki.broken = answer.map(|(status, headers, body)| {
+                (
+                    StatusCode::from_u16(status).expect("status"),
+                    headers
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                    body.to_owned(),
+                )
+            });
+        });
+    }
+
+    /// Makes every answer wait `delay` first (a slow wiki).
+    pub fn slow_down(&self, delay: std::time::Duration) {
+        self.with(|wiki| wiki.delay = delay);
+    }
+
     /// The revision ids of every request answered with content (not throttled), in order.
     pub fn requests(&self) -> Vec<Vec<u64>> {
         self.with(|wiki| wiki.requests.clone())
@@ -120,12 +147,26 @@ async fn api(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
+    let delay = wiki.lock().unwrap_or_else(|p| p.into_inner()).delay;
+    tokio::time::sleep(delay).await;
     let mut wiki = wiki.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(agent) = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
     {
         wiki.user_agents.insert(agent.to_owned());
+    }
+    if let Some((status, headers, body)) = &wiki.broken {
+        let mut response = (*status, body.clone()).into_response();
+        for (name, value) in headers {
+            if let (Ok(name), Ok(value)) = (
+                axum::http::HeaderName::from_bytes(name.as_bytes()),
+                axum::http::HeaderValue::from_str(value),
+            ) {
+                response.headers_mut().insert(name, value);
+            }
+        }
+        return response;
     }
     if wiki.throttle > 0 {
         wiki.throttle -= 1;
