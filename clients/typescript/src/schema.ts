@@ -128,7 +128,7 @@ export interface paths {
         put?: never;
         /**
          * Index one change event (all-in-one only)
-         * @description One CMS change event in any format the Kafka indexer decodes: native, CloudEvents 1.0 (structured JSON), Debezium or MediaWiki page_change (detected unless events.format says). It goes through the indexer's pipeline with the same fencing; the answer waits up to sources.webhook.wait_ms for the outcome. Rejected bodies are appended to the dead-letter file with their reason. A key bound to a tenant cannot post events.
+         * @description One CMS change event in any format the Kafka indexer decodes: native, CloudEvents 1.0 (structured JSON), Debezium or MediaWiki page_change (detected unless events.format says). It goes through the indexer's pipeline with the same fencing; the answer waits up to sources.webhook.wait_ms for the outcome. Rejected bodies are appended to the dead-letter file with their reason. A key bound to a tenant cannot post events. Send it as JSON (Content-Type: application/json or a +json type such as application/cloudevents+json: 415 otherwise); a request from another origin (a web page's Origin, or Sec-Fetch-Site: cross-site) is refused (403).
          */
         post: operations["postEvent"];
         delete?: never;
@@ -301,7 +301,7 @@ export interface components {
             indexed_revision?: number;
             message?: string;
             error?: {
-                /** @description The dead-letter reason: not_json, not_utf8, too_large, schema, no_content, unsupported, text. */
+                /** @description The dead-letter reason: not_json, not_utf8, too_large, schema, no_content, unsupported, text, gone, fetch_failed. */
                 code: string;
                 message: string;
             };
@@ -370,8 +370,11 @@ export interface components {
             keep_hours: number;
         };
         MigrationStatus: {
-            /** @enum {string} */
-            phase: "idle" | "building" | "gating" | "swapping" | "swapped" | "refused" | "rolling_back" | "rolled_back" | "failed";
+            /**
+             * @description interrupted: the serving pointer records a migration under way that nothing runs (the service stopped during it); the same request resumes it
+             * @enum {string}
+             */
+            phase: "idle" | "building" | "gating" | "swapping" | "swapped" | "refused" | "rolling_back" | "rolled_back" | "failed" | "interrupted";
             /** @description The index searches read now (index, index.2, ...) */
             serving: string;
             target?: string | null;
@@ -396,6 +399,8 @@ export interface components {
                 passed?: boolean;
                 forced?: boolean;
             } | null;
+            /** @description How long the swap held new events back (the pipeline paused for the last copy) */
+            pause_seconds?: number | null;
             error?: string | null;
         };
         GateFigures: {
@@ -633,7 +638,8 @@ export interface operations {
                     "application/json": components["schemas"]["EventAnswer"];
                 };
             };
-            /** @description JSON that is not a change event: schema, no_content, unsupported or text (rejected and dead-lettered) */
+            415: components["responses"]["Error"];
+            /** @description JSON that is not a change event, or one that cannot be indexed: schema, no_content, unsupported (also a wiki not on fetch.domains), text, gone or fetch_failed (rejected and dead-lettered) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -682,7 +688,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A key bound to a tenant */
+            /** @description The admin routes are off (no operator key is configured), a key bound to a tenant, or a request from another origin (a web page) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -733,7 +739,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A key bound to a tenant */
+            /** @description The admin routes are off (no operator key is configured), a key bound to a tenant, or a request from another origin (a web page) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -751,7 +757,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The pairs name an unknown key or value, change more than [embedder], [enrich] and text.window_radius, or nothing; or the store is not the embedded one */
+            /** @description Not sent as JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The pairs set a key the API may not change (it may set embedder.model_dir, embedder.precision, embedder.batch_size, embedder.max_tokens, text.window_radius, search.indexed_window_radius, enrich.mode, enrich.llm.prompt_version), an unknown key or value, or nothing; keep_hours under 24; or the store cannot migrate */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -796,7 +811,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description A key bound to a tenant */
+            /** @description The admin routes are off (no operator key is configured), a key bound to a tenant, or a request from another origin (a web page) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -807,6 +822,15 @@ export interface operations {
             };
             /** @description A migration or rollback is under way, or no index was replaced */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not sent as JSON (Content-Type: application/json) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -58,6 +58,7 @@ impl Engine {
         prepare_data_dir(&config.data_dir)?;
         // Which index is served (a malformed pointer fails here, not as another index).
         crate::serving::Serving::load(&config.data_dir)?;
+        check_disk_reserve(&config)?;
         let registry = Registry::new();
         let pipeline_metrics = Metrics::with_registry(registry.clone());
         let local_metrics = LocalMetrics::new(&registry);
@@ -202,6 +203,31 @@ async fn count_finished(
 /// Creates the data directory and checks that it takes writes, so that a read-only mount
 /// or a directory owned by another user fails at start with the reason, not at the first
 /// event.
+/// Refuses to start on a disk already within the embedded store's reserve: opening the
+/// index writes to it, and a service that started would hold every event. The message says
+/// what to do (a disk that fills up later holds writes until space returns instead).
+fn check_disk_reserve(config: &CasementConfig) -> anyhow::Result<()> {
+    let store = config.store();
+    let reserve = store.edge.min_free_bytes;
+    if store.backend != casement_store::Backend::Edge || reserve == 0 {
+        return Ok(());
+    }
+    let Ok(free) = fs4::available_space(&config.data_dir) else {
+        return Ok(());
+    };
+    const MIB: f64 = 1024.0 * 1024.0;
+    anyhow::ensure!(
+        free >= reserve,
+        "the disk under {} has {:.1} MiB available, below store.edge.min_free_bytes ({:.1} \
+         MiB), so the index cannot be opened for writing: free some space (or lower \
+         store.edge.min_free_bytes) and start again",
+        config.data_dir.display(),
+        free as f64 / MIB,
+        reserve as f64 / MIB
+    );
+    Ok(())
+}
+
 pub fn prepare_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
     let explain = |what: &str, error: std::io::Error| {
         anyhow::anyhow!(

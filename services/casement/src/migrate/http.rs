@@ -97,13 +97,16 @@ impl Default for RollbackRequest {
 pub const MIN_API_KEEP_HOURS: u64 = 24;
 
 /// What an API caller may change: the settings a migration is for (the model directory,
-/// its precision, the window radius, the enrichment mode and prompt version). URLs, key
+/// its precision and what shapes its vectors: batch size, for int8's batch-independence,
+/// and token limit; the window radius; the enrichment mode and prompt version). URLs, key
 /// variables and endpoints come only from the configuration file: a caller who could set
 /// them could send the index's text, every query and a configured secret to a host of
 /// their choosing.
-pub const API_SETTABLE: [&str; 6] = [
+pub const API_SETTABLE: [&str; 8] = [
     "embedder.model_dir",
     "embedder.precision",
+    "embedder.batch_size",
+    "embedder.max_tokens",
     "text.window_radius",
     "search.indexed_window_radius",
     "enrich.mode",

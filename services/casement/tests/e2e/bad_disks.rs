@@ -96,6 +96,23 @@ fn a_read_only_data_directory_fails_at_start_with_the_reason() {
         // Before the models load.
         assert!(started.elapsed() < Duration::from_secs(10), "{command:?}");
     }
+    // Writable, but already within the store's reserve (4 MiB < 128 MiB): `run` says so
+    // and what to do, and does not promise to wait.
+    disk.remount("rw");
+    let output = Command::new(env!("CARGO_BIN_EXE_casement"))
+        .env_remove("CASEMENT_CONFIG")
+        .arg("--data-dir")
+        .arg(disk.path.join("data"))
+        .args(["run", "--replay", sample_log().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("below store.edge.min_free_bytes") && stderr.contains("free some space"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("writes wait"), "{stderr}");
 }
 
 /// Bytes available on the file system at `dir` (`df`).

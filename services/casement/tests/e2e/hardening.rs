@@ -20,8 +20,9 @@ fn tiny_log(dir: &Path) -> String {
     writeln!(
         file,
         "{}",
-        json!({"type": "upsert", "doc_id": "kb:start", "revision": 1, "title": "Start",
-               "format": "markdown", "content": "# Start\n\nThe service started with this page.\n"})
+        json!({"change": "create", "doc_id": "kb:start", "revision": 1, "title": "Start",
+               "timestamp": "2026-11-28T04:00:00Z", "format": "markdown",
+               "content": "# Start\n\nThe service started with this page.\n"})
     )
     .unwrap();
     path.to_str().unwrap().to_owned()

@@ -162,7 +162,7 @@ async fn a_slow_wiki_delays_only_its_own_revisions() {
     };
     // The slow wiki's request is on its way before the fast one is asked.
     eventually(Duration::from_secs(10), "the slow wiki is asked", || {
-        std::future::ready(slow.requests().len() == 1)
+        std::future::ready(slow.arrivals() == 1)
     })
     .await;
     let answer = fetcher.fetch(&domain_of(&fast), revisions[1].rev_id).await;
@@ -191,9 +191,119 @@ impl Acknowledge for NoCommits {
     fn commit(&self, _: &[(SourceId, i64)]) {}
 }
 
-/// 12 events of a wiki answering an HTML error page share 2 lanes with 12 of a healthy
-/// wiki: the healthy pages are all applied while the broken ones are retried, and those
-/// end as `fetch_failed` dead letters once they have failed for `fetch_give_up_secs`.
+/// A pipeline of 2 lanes over a fresh index, fetching with `fetch`, giving a fetch up
+/// after `give_up_secs`.
+struct Pipeline {
+    input: tokio::sync::mpsc::Sender<SourceMessage>,
+    finished: tokio::sync::mpsc::UnboundedReceiver<casement_pipeline::Finished>,
+    letters: Arc<Letters>,
+    offsets: Offsets,
+    next: i64,
+    shutdown: Shutdown,
+    tasks: tokio::task::JoinSet<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl Pipeline {
+    fn start(fetch: &FetchConfig, give_up_secs: u64) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = casement_testkit::open_store(dir.path(), model().dimension());
+        let metrics = Metrics::new();
+        let pipeline = PipelineConfig {
+            lanes: 2,
+            fetch_give_up_secs: give_up_secs,
+            retry_initial_ms: 200,
+            retry_max_ms: 1_000,
+            ..PipelineConfig::default()
+        };
+        let config = ProcessorConfig {
+            pipeline: &pipeline,
+            enrich: &EnrichConfig::default(),
+            text: &TextConfig::default(),
+            fetch,
+        };
+        let processor = factory::processor(config, &metrics, model(), store).expect("processor");
+        let letters = Arc::new(Letters::default());
+        let offsets = Offsets::default();
+        let (observer, finished) = tokio::sync::mpsc::unbounded_channel();
+        let (shutdown, shutdown_rx) = Shutdown::new();
+        let (input, tasks) = casement_pipeline::spawn(
+            Stages {
+                processor: Arc::new(casement_pipeline::ProcessorSlot::new(processor)),
+                config: pipeline.clone(),
+                decode: DecodeConfig::default(),
+                dead_letters: letters.clone(),
+                ack: Arc::new(NoCommits),
+                offsets: offsets.clone(),
+                observer: Some(observer),
+            },
+            shutdown_rx,
+        );
+        Self {
+            input,
+            finished,
+            letters,
+            offsets,
+            next: 0,
+            shutdown,
+            tasks,
+            _dir: dir,
+        }
+    }
+
+    async fn send(&mut self, event: Event) {
+        let origin = Origin {
+            source: SourceId::Webhook,
+            offset: self.next,
+            timestamp_ms: None,
+            bulk: false,
+        };
+        self.next += 1;
+        self.offsets.started(&origin);
+        self.input
+            .send(SourceMessage::new(
+                origin,
+                None,
+                Body::Event(Box::new(event)),
+            ))
+            .await
+            .expect("send");
+    }
+
+    async fn outcomes(&mut self, n: usize) -> Vec<casement_pipeline::Finished> {
+        let mut outcomes = Vec::new();
+        while outcomes.len() < n {
+            let done = tokio::time::timeout(Duration::from_secs(180), self.finished.recv())
+                .await
+                .expect("the events end")
+                .expect("finished");
+            outcomes.push(done);
+        }
+        outcomes
+    }
+
+    async fn stop(mut self) {
+        self.shutdown.trigger();
+        drop(self.input);
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+fn wiki_event(wiki_id: &str, wiki: &WikiStandIn, revision: &WikiRevision) -> Event {
+    event(&page_change(
+        wiki_id,
+        &domain_of(wiki),
+        "create",
+        revision,
+        "2026-11-25T06:00:00Z",
+    ))
+}
+
+/// 12 events of a wiki answering an HTML error page, first in both of 2 lanes, then 12 of
+/// a healthy wiki: the healthy pages are all applied while the broken ones wait for their
+/// retries (before, they held the lanes until the wiki was fixed); once it is, the broken
+/// ones are applied too. A wiki that stays broken ends its events as `fetch_failed` dead
+/// letters after `pipeline.fetch_give_up_secs`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_wiki_does_not_hold_the_lanes_and_its_events_are_dead_lettered() {
     let broken = WikiStandIn::start().await;
@@ -204,108 +314,62 @@ async fn a_failing_wiki_does_not_hold_the_lanes_and_its_events_are_dead_lettered
         &[],
         "<html>Service temporarily unavailable</html>",
     )));
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = casement_testkit::open_store(dir.path(), model().dimension());
-    let metrics = Metrics::new();
-    let pipeline = PipelineConfig {
-        lanes: 2,
-        fetch_give_up_secs: 10,
-        retry_initial_ms: 200,
-        retry_max_ms: 1_000,
-        ..PipelineConfig::default()
-    };
     let fetch = FetchConfig {
         attempts: 1,
         ..farm_config(&[&broken, &healthy])
     };
-    let config = ProcessorConfig {
-        pipeline: &pipeline,
-        enrich: &EnrichConfig::default(),
-        text: &TextConfig::default(),
-        fetch: &fetch,
-    };
-    let processor = factory::processor(config, &metrics, model(), store).expect("processor");
-    let letters = Arc::new(Letters::default());
-    let offsets = Offsets::default();
-    let (observer, mut finished) = tokio::sync::mpsc::unbounded_channel();
-    let (shutdown, shutdown_rx) = Shutdown::new();
-    let (input, mut tasks) = casement_pipeline::spawn(
-        Stages {
-            processor: Arc::new(casement_pipeline::ProcessorSlot::new(processor)),
-            config: pipeline.clone(),
-            decode: DecodeConfig::default(),
-            dead_letters: letters.clone(),
-            ack: Arc::new(NoCommits),
-            offsets: offsets.clone(),
-            observer: Some(observer),
-        },
-        shutdown_rx,
-    );
-    let event_of = |wiki: &WikiStandIn, revision: &WikiRevision| -> Event {
-        let wiki_id = if std::ptr::eq(wiki, &broken) {
-            "brokenwiki"
-        } else {
-            WIKI
-        };
-        event(&page_change(
-            wiki_id,
-            &domain_of(wiki),
-            "create",
-            revision,
-            "2026-11-25T06:00:00Z",
-        ))
-    };
-    // The broken wiki's events first, so they are at the head of both lanes.
-    let mut order: Vec<Event> = revisions[..12]
-        .iter()
-        .map(|r| event_of(&broken, r))
-        .collect();
-    order.extend(revisions[12..].iter().map(|r| event_of(&healthy, r)));
-    for (offset, event) in order.into_iter().enumerate() {
-        let origin = Origin {
-            source: SourceId::Webhook,
-            offset: offset as i64,
-            timestamp_ms: None,
-            bulk: false,
-        };
-        offsets.started(&origin);
-        input
-            .send(SourceMessage::new(
-                origin,
-                None,
-                Body::Event(Box::new(event)),
-            ))
-            .await
-            .expect("send");
+    let mut pipeline = Pipeline::start(&fetch, 3_600);
+    for revision in &revisions[..12] {
+        pipeline
+            .send(wiki_event("brokenwiki", &broken, revision))
+            .await;
     }
-    let mut outcomes = Vec::new();
-    while outcomes.len() < 24 {
-        let done = tokio::time::timeout(Duration::from_secs(120), finished.recv())
-            .await
-            .expect("every event ends")
-            .expect("finished");
-        outcomes.push(done);
+    for revision in &revisions[12..] {
+        pipeline.send(wiki_event(WIKI, &healthy, revision)).await;
     }
-    let first_twelve: Vec<_> = outcomes[..12]
-        .iter()
-        .map(|f| f.document.clone().expect("document").0)
-        .collect();
+    let first = pipeline.outcomes(12).await;
     assert!(
-        first_twelve.iter().all(|d| d.starts_with(WIKI)),
-        "the healthy wiki's 12 pages finish first, while the broken ones wait: {first_twelve:?}"
-    );
-    assert!(
-        outcomes[..12]
+        first.iter().all(|f| {
+            f.document.as_ref().is_some_and(|d| d.0.starts_with(WIKI))
+                && matches!(f.outcome, Outcome::Applied(_))
+        }),
+        "the healthy wiki's 12 pages are applied while the broken ones wait: {:?}",
+        first
             .iter()
-            .all(|f| matches!(f.outcome, Outcome::Applied(_)))
+            .map(|f| (&f.document, &f.outcome))
+            .collect::<Vec<_>>()
     );
+    // The wiki comes back: its events are applied at their next retry.
+    for revision in &revisions[..12] {
+        broken.publish(revision);
+    }
+    broken.answer_instead(None);
+    let second = pipeline.outcomes(12).await;
     assert!(
-        outcomes[12..]
+        second
             .iter()
-            .all(|f| f.outcome == Outcome::DeadLettered(Reason::FetchFailed))
+            .all(|f| matches!(f.outcome, Outcome::Applied(_))),
+        "{second:?}"
     );
-    let letters = letters.0.lock().expect("letters").clone();
-    assert_eq!(letters.len(), 12);
+    pipeline.stop().await;
+
+    // A wiki that stays broken: dead letters once the budget is spent.
+    let mut pipeline = Pipeline::start(&fetch, 2);
+    broken.answer_instead(Some((200, &[], "<html>Still down</html>")));
+    for revision in &revisions[..3] {
+        pipeline
+            .send(wiki_event("brokenwiki", &broken, revision))
+            .await;
+    }
+    let given_up = pipeline.outcomes(3).await;
+    assert!(
+        given_up
+            .iter()
+            .all(|f| f.outcome == Outcome::DeadLettered(Reason::FetchFailed)),
+        "{given_up:?}"
+    );
+    let letters = pipeline.letters.0.lock().expect("letters").clone();
+    assert_eq!(letters.len(), 3);
     assert!(
         letters
             .iter()
@@ -313,7 +377,5 @@ async fn a_failing_wiki_does_not_hold_the_lanes_and_its_events_are_dead_lettered
         "{:?}",
         letters[0]
     );
-    shutdown.trigger();
-    drop(input);
-    while tasks.join_next().await.is_some() {}
+    pipeline.stop().await;
 }

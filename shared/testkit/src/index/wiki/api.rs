@@ -28,6 +28,8 @@ struct Wiki {
     broken: Option<(StatusCode, Vec<(String, String)>, String)>,
     /// Each answer waits this long first.
     delay: std::time::Duration,
+    /// Requests received (answered or not yet).
+    arrivals: usize,
     requests: Vec<Vec<u64>>,
     user_agents: HashSet<String>,
 }
@@ -131,6 +133,11 @@ impl WikiStandIn {
         self.with(|wiki| wiki.delay = delay);
     }
 
+    /// Requests received so far, answered or still waiting (a slow wiki).
+    pub fn arrivals(&self) -> usize {
+        self.with(|wiki| wiki.arrivals)
+    }
+
     /// The revision ids of every request answered with content (not throttled), in order.
     pub fn requests(&self) -> Vec<Vec<u64>> {
         self.with(|wiki| wiki.requests.clone())
@@ -147,7 +154,11 @@ async fn api(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let delay = wiki.lock().unwrap_or_else(|p| p.into_inner()).delay;
+    let delay = {
+        let mut wiki = wiki.lock().unwrap_or_else(|p| p.into_inner());
+        wiki.arrivals += 1;
+        wiki.delay
+    };
     tokio::time::sleep(delay).await;
     let mut wiki = wiki.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(agent) = headers
