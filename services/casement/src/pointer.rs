@@ -223,13 +223,14 @@ impl Pointer {
     }
 
     /// Serves `name`, keeping the index it replaces for `keep_hours` with the pairs that
-    /// rebuild that one's configuration (`restore`); an older kept index is deleted.
-    /// Returns the index replaced.
+    /// rebuild that one's configuration (`restore`) and those that built `name` over it
+    /// (`applied`); an older kept index is deleted. Returns the index replaced.
     pub async fn swap(
         &self,
         serving: &mut Serving,
         name: &str,
         restore: Vec<String>,
+        applied: &[String],
         keep_hours: u64,
     ) -> anyhow::Result<String> {
         let old = std::mem::replace(&mut serving.index, name.to_owned());
@@ -237,6 +238,7 @@ impl Pointer {
             index: old.clone(),
             keep_until: now().saturating_add(keep_hours.saturating_mul(3600)),
             restore,
+            applied: applied.to_vec(),
         };
         let replaced = serving.previous.replace(kept.clone());
         if serving.migration.as_ref().is_some_and(|m| m.target == name) {
@@ -378,6 +380,7 @@ mod tests {
                 index: "casement.1".into(),
                 keep_until: 7,
                 restore: vec!["embedder.precision=fp32".into()],
+                applied: Vec::new(),
             }),
             migration: Some(vec!["embedder.precision=int8".into()]),
             catch_up: Some("casement.1".into()),

@@ -37,6 +37,12 @@ pub struct Previous {
     /// with (what a rollback brings it up to date with).
     #[serde(default)]
     pub restore: Vec<String>,
+    /// The pairs that built the served index over this one's configuration: what the
+    /// configuration file must set to describe the served index. A rollback whose file
+    /// still describes this index (an online migration's pairs never set) reads the served
+    /// one's configuration from them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,6 +160,7 @@ mod tests {
                 index: "index".into(),
                 keep_until: 7,
                 restore: vec!["embedder.precision=fp32".into()],
+                applied: Vec::new(),
             }),
             migration: None,
         };

@@ -200,7 +200,8 @@ fn a_snapshot_holds_only_regular_files_and_stays_sparse() {
     std::fs::write(target.join("keep"), "x").unwrap();
     let outside = dir.path().join("secret.txt");
     std::fs::write(&outside, "not Casement's").unwrap();
-    let makers: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+    type Make<'a> = Box<dyn Fn(&Path) + 'a>;
+    let makers: Vec<(&str, Make)> = vec![
         (
             "dangling",
             Box::new(|p: &Path| std::os::unix::fs::symlink("/nonexistent/file", p).unwrap()),

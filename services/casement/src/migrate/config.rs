@@ -69,6 +69,24 @@ impl ConfigSource {
         running: &CasementConfig,
         set: &[String],
     ) -> anyhow::Result<CasementConfig> {
+        let target = self.with_pairs(running, set)?;
+        anyhow::ensure!(
+            !changed(running, &target).is_empty(),
+            "nothing to migrate: the --set pairs leave the serving configuration as it is"
+        );
+        Ok(target)
+    }
+}
+
+impl ConfigSource {
+    /// `running` with the sections a migration may change taken from the configuration
+    /// with the `set` pairs (which may change nothing); refused when they touch anything
+    /// else.
+    pub fn with_pairs(
+        &self,
+        running: &CasementConfig,
+        set: &[String],
+    ) -> anyhow::Result<CasementConfig> {
         let base = self.load(Vec::new())?;
         let with = self.load(set_as_env(set)?).context("the --set pairs")?;
         only_migratable(&base, &with)?;
@@ -77,10 +95,6 @@ impl ConfigSource {
         target.enrich = with.enrich;
         target.text.window_radius = with.text.window_radius;
         target.search.indexed_window_radius = with.search.indexed_window_radius;
-        anyhow::ensure!(
-            !changed(running, &target).is_empty(),
-            "nothing to migrate: the --set pairs leave the serving configuration as it is"
-        );
         Ok(target)
     }
 }

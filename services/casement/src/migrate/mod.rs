@@ -142,7 +142,7 @@ pub async fn command(
     }
     last_pass(&pointer, &source, &new).await?;
     let old = pointer
-        .swap(&mut serving, &name, restore, args.keep_hours)
+        .swap(&mut serving, &name, restore, &args.set, args.keep_hours)
         .await?;
     println!(
         "swapped: {} now serves {name}; {old} is kept {} h for `casement migrate --rollback`",
@@ -233,7 +233,26 @@ pub async fn rollback(
         "the previous index {} is gone",
         previous.index
     );
-    let earlier = source.target(&config, &previous.restore)?;
+    // The configuration of the served index, and of the one to return to. When the file
+    // already describes the latter (the pairs of the swap were never set: an online
+    // migration's), the served one is the file with those pairs.
+    let with_restore = source.with_pairs(&config, &previous.restore)?;
+    let (running, earlier) =
+        if changed(&config, &with_restore).is_empty() && !previous.applied.is_empty() {
+            let running = source
+                .with_pairs(&config, &previous.applied)
+                .context("the pairs that built the served index")?;
+            eprintln!(
+                "the configuration already describes {}: {} serves it with {}",
+                previous.index,
+                serving.index,
+                previous.applied.join(" ")
+            );
+            (running, config.clone())
+        } else {
+            (config.clone(), source.target(&config, &previous.restore)?)
+        };
+    let config = running;
     let undo = reverse(&previous.restore, &config)?;
     let model = factory::load_model(&config.embedder).await?;
     let current = AnyStore::open(
@@ -253,7 +272,13 @@ pub async fn rollback(
     back.store.optimize().await?;
     last_pass(&pointer, &current, &back).await?;
     let replaced = pointer
-        .swap(&mut serving, &previous.index, undo, keep_hours)
+        .swap(
+            &mut serving,
+            &previous.index,
+            undo,
+            &previous.restore,
+            keep_hours,
+        )
         .await?;
     println!(
         "rolled back: {} now serves {} again ({} documents brought up to date); {replaced} is kept \

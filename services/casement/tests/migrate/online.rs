@@ -346,4 +346,10 @@ async fn an_online_migration_killed_with_the_service_resumes() {
         &backfill(&dir.path().join("fresh-int8"), &log, &INT8_ENV),
     )
     .await;
+    // The configuration file was never given the int8 pairs: an offline rollback reads
+    // the served index's configuration from the swap's record and returns to the file's.
+    let back = casement(&data, &["migrate", "--rollback"], &[]);
+    assert_eq!(back.status.code(), Some(0), "{}", text(&back));
+    assert_eq!(serving(&data)["index"], "index");
+    assert_eq!(serving(&data)["previous"]["index"], "index.2");
 }

@@ -138,12 +138,11 @@ impl FetchConfig {
                 "the event's wiki {shown:?} is not a host name: nothing is fetched"
             ));
         }
-        if self.api_url.contains("{domain}") || !self.domains.is_empty() {
-            if !self.domains.iter().any(|d| d.eq_ignore_ascii_case(domain)) {
-                return Err(format!(
-                    "the event's wiki {shown:?} is not on fetch.domains: nothing is fetched"
-                ));
-            }
+        let listed = self.domains.iter().any(|d| d.eq_ignore_ascii_case(domain));
+        if (self.api_url.contains("{domain}") || !self.domains.is_empty()) && !listed {
+            return Err(format!(
+                "the event's wiki {shown:?} is not on fetch.domains: nothing is fetched"
+            ));
         }
         Ok(())
     }

@@ -69,7 +69,7 @@ impl Online {
             );
         }
         let old = pointer
-            .swap(&mut serving, &new.name, restore, keep_hours)
+            .swap(&mut serving, &new.name, restore, applied, keep_hours)
             .await?;
         // On a server, the new collection is used through the alias from now on, so that
         // this process notices when a later migration moves it.

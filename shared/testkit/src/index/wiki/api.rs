@@ -15,6 +15,12 @@ use serde_json::{Value, json};
 
 use super::WikiRevision;
 
+/// An answer given instead of the API's: status, headers, body.
+type Canned = (StatusCode, Vec<(String, String)>, String);
+
+/// What [`WikiStandIn::answer_instead`] takes: status, headers, body.
+pub type Instead<'a> = (u16, &'a [(&'a str, &'a str)], &'a str);
+
 #[derive(Debug, Default)]
 struct Wiki {
     /// rev_id → (page_id, content)
@@ -25,7 +31,7 @@ struct Wiki {
     hidden: HashSet<u64>,
     throttle: u32,
     /// Every answer is this (status, headers, body) instead of the API's.
-    broken: Option<(StatusCode, Vec<(String, String)>, String)>,
+    broken: Option<Canned>,
     /// Each answer waits this long first.
     delay: std::time::Duration,
     /// Requests received (answered or not yet).
@@ -113,7 +119,7 @@ impl WikiStandIn {
     /// Answers every request with `body` and `status` (and `headers`) instead of the API's
     /// answer (`None`: the API again): a wiki behind a broken proxy, an error page, a
     /// redirect elsewhere.
-    pub fn answer_instead(&self, answer: Option<(u16, &[(&str, &str)], &str)>) {
+    pub fn answer_instead(&self, answer: Option<Instead<'_>>) {
         self.with(|wiki| {
             wiki.broken = answer.map(|(status, headers, body)| {
                 (
