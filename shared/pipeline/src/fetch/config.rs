@@ -149,8 +149,9 @@ impl FetchConfig {
 }
 
 /// `host` or `host:port`: DNS labels (letters, digits, hyphens, not at a label's ends)
-/// joined by dots, or an IPv4 address; nothing that could change a URL's meaning (`/`,
-/// `?`, `#`, `@`, `\`, spaces, percent escapes).
+/// joined by dots, or a dotted-quad IPv4 address; nothing that could change a URL's
+/// meaning (`/`, `?`, `#`, `@`, `\`, spaces, percent escapes), nor a name a URL parser
+/// would read as another address (`1.2.3` is 1.2.0.3 to it, `0x7f.1` is 127.0.0.1).
 pub fn is_host(domain: &str) -> bool {
     let (host, port) = match domain.rsplit_once(':') {
         Some((host, port)) => (host, Some(port)),
@@ -160,13 +161,15 @@ pub fn is_host(domain: &str) -> bool {
         && (port.is_empty()
             || port.len() > 5
             || !port.bytes().all(|b| b.is_ascii_digit())
+            || (port.len() > 1 && port.starts_with('0'))
             || port.parse::<u16>().is_err())
     {
         return false;
     }
-    !host.is_empty()
+    let labels: Vec<&str> = host.split('.').collect();
+    let dns = !host.is_empty()
         && host.len() <= 253
-        && host.split('.').all(|label| {
+        && labels.iter().all(|label| {
             !label.is_empty()
                 && label.len() <= 63
                 && label
@@ -174,7 +177,25 @@ pub fn is_host(domain: &str) -> bool {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
-        })
+        });
+    let last = labels.last().copied().unwrap_or("");
+    let numeric = |label: &str| {
+        label.bytes().all(|b| b.is_ascii_digit())
+            || label
+                .strip_prefix("0x")
+                .or_else(|| label.strip_prefix("0X"))
+                .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if dns && numeric(last) {
+        // A URL parser reads it as IPv4: only the canonical form means what it says.
+        return labels.len() == 4
+            && labels.iter().all(|label| {
+                label.bytes().all(|b| b.is_ascii_digit())
+                    && (label.len() == 1 || !label.starts_with('0'))
+                    && label.parse::<u8>().is_ok()
+            });
+    }
+    dns
 }
 
 #[cfg(test)]
@@ -245,6 +266,11 @@ mod tests {
             "en.wikipedia.org%2f",
             "[::1]:80",
             "",
+            "127.1",
+            "0x7f.0.0.1",
+            "2130706433",
+            "127.0.0.01",
+            "en.wikipedia.org:0443",
         ] {
             assert!(config.check_domain(hostile).is_err(), "{hostile:?}");
         }
@@ -259,5 +285,44 @@ mod tests {
             config.api_for("EN.wikipedia.org"),
             "http://en.wikipedia.org/w/api.php"
         );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Whatever an event names as its wiki, a domain the check lets through puts
+        /// exactly that host (and port) into the URL, with the API's own path and no
+        /// query, fragment or user of its own: the listed hosts are the only ones asked.
+        #[test]
+        fn an_accepted_domain_is_the_url_host_and_nothing_else(
+            domain in "[a-zA-Z0-9.:/?#@%\\\\\\[\\] _&=-]{0,40}",
+        ) {
+            let config = FetchConfig {
+                api_url: "https://{domain}/w/api.php".into(),
+                domains: vec![domain.clone(), "wiki.example".into()],
+                ..FetchConfig::default()
+            };
+            if config.check_domain(&domain).is_ok() {
+                let url = reqwest::Url::parse(&config.api_for(&domain)).expect("a URL");
+                let authority = match url.port() {
+                    Some(port) => format!("{}:{port}", url.host_str().unwrap_or("")),
+                    None => url.host_str().unwrap_or("").to_owned(),
+                };
+                let expected = domain.to_ascii_lowercase();
+                let default_port = expected.strip_suffix(":443").unwrap_or(&expected);
+                proptest::prop_assert_eq!(authority, default_port);
+                proptest::prop_assert_eq!(url.path(), "/w/api.php");
+                proptest::prop_assert!(url.query().is_none() && url.fragment().is_none());
+                proptest::prop_assert!(url.username().is_empty() && url.password().is_none());
+            }
+            // Off the list, never.
+            let strict = FetchConfig {
+                domains: vec!["wiki.example".into()],
+                ..config
+            };
+            if !domain.eq_ignore_ascii_case("wiki.example") {
+                proptest::prop_assert!(strict.check_domain(&domain).is_err());
+            }
+        }
     }
 }
