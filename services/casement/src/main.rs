@@ -360,11 +360,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let started = std::time::Instant::now();
             let manifest = casement::snapshot::snapshot(&config, &out)?;
             println!(
-                "snapshot: {} -> {}: {} files, {:.1} MiB in {:.1} s",
+                "snapshot: {} -> {}: {} files, {:.1} MiB of data ({:.1} MiB on disk: the \
+                 index's empty regions stay holes) in {:.1} s",
                 config.data_dir.display(),
                 out.display(),
                 manifest.files.len(),
                 manifest.bytes() as f64 / (1024.0 * 1024.0),
+                casement::snapshot::allocated_bytes(&out) as f64 / (1024.0 * 1024.0),
                 started.elapsed().as_secs_f64()
             );
             Ok(())
