@@ -60,6 +60,10 @@ impl SseParser {
 
     pub(super) fn push(&mut self, chunk: &[u8]) -> Vec<Parsed> {
         let mut parsed = Vec::new();
+        if chunk.is_empty() {
+            // Nothing: a CR at the end of the last chunk may still be followed by its LF.
+            return parsed;
+        }
         let mut rest = chunk;
         if self.after_cr && rest.first() == Some(&b'\n') {
             rest = &rest[1..];
