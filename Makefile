@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate eval train-ranker fuzz-query fuzz soak fmt
+.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk eval train-ranker fuzz-query fuzz soak fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -103,6 +103,13 @@ bench-pipeline: models
 ## (needs ../shared/data); writes target/bench/wiki.json.
 bench-wiki: models
 	$(CARGO) bench --locked -p casement --bench wiki
+
+## The data directory against a fresh backfill of the same final content, with default
+## settings: after 1,000 webhook edits of 5 long pages (and search latency while the
+## write-ahead log is compacted) and after the 18F history (needs ../shared/data); writes
+## target/bench/disk.json and fails over 3x.
+bench-disk: models
+	$(CARGO) bench --locked -p casement --bench disk
 
 ## An online migration (fp32 -> int8) of the SQuAD dev articles against the raw int8 model,
 ## and the search latency during it (needs ../shared/data); writes target/bench/migrate.json.

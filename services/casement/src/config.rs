@@ -83,14 +83,46 @@ impl Default for CasementConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SourcesConfig {
+    /// The mass-deletion guard (`casement_pipeline::guard`): the largest share of the
+    /// index's live documents one source may delete within `delete_window_secs` before
+    /// its further deletes are held for an operator to release.
+    pub max_delete_share: f64,
+    pub delete_window_secs: u64,
+    /// Every delete applied, however many: for one start, then unset.
+    pub allow_mass_delete: bool,
     pub replay: ReplayConfig,
     pub watch: WatchConfig,
     pub webhook: WebhookConfig,
     /// A MediaWiki's change stream, followed live (`sources::mediawiki`).
     pub mediawiki: crate::sources::mediawiki::MediawikiConfig,
+}
+
+impl Default for SourcesConfig {
+    fn default() -> Self {
+        let guard = casement_pipeline::DeleteGuardConfig::default();
+        Self {
+            max_delete_share: guard.max_delete_share,
+            delete_window_secs: guard.delete_window_secs,
+            allow_mass_delete: guard.allow_mass_delete,
+            replay: ReplayConfig::default(),
+            watch: WatchConfig::default(),
+            webhook: WebhookConfig::default(),
+            mediawiki: Default::default(),
+        }
+    }
+}
+
+impl SourcesConfig {
+    pub fn guard(&self) -> casement_pipeline::DeleteGuardConfig {
+        casement_pipeline::DeleteGuardConfig {
+            max_delete_share: self.max_delete_share,
+            delete_window_secs: self.delete_window_secs,
+            allow_mass_delete: self.allow_mass_delete,
+        }
+    }
 }
 
 /// Revision logs (JSONL, optionally `.gz`, or directories of them) replayed at start.
@@ -289,6 +321,7 @@ impl casement_config::Config for CasementConfig {
         if self.data_dir.as_os_str().is_empty() {
             return Err("data_dir must not be empty".into());
         }
+        self.sources.guard().validate("sources")?;
         self.sources.watch.validate()?;
         self.sources.webhook.validate()?;
         if self.sources.webhook.journal_max_bytes < self.events.max_event_bytes as u64 {

@@ -37,6 +37,8 @@ pub struct Engine {
     pub replay_finished: watch::Receiver<u64>,
     /// Events of every source finished in this run.
     pub all_finished: watch::Receiver<u64>,
+    /// The mass-deletion guard every lane and the watcher ask.
+    pub guard: casement_pipeline::DeleteGuard,
     shutdown: Shutdown,
     tasks: tokio::task::JoinSet<()>,
 }
@@ -103,6 +105,10 @@ impl Engine {
         });
         let (observer_tx, observer_rx) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = Shutdown::new();
+        let guard = casement_pipeline::DeleteGuard::new(
+            config.sources.guard(),
+            pipeline_metrics.deletes_held.clone(),
+        );
         let (input, mut tasks) = casement_pipeline::spawn(
             Stages {
                 processor: processor.clone(),
@@ -116,6 +122,7 @@ impl Engine {
                 )),
                 offsets: offsets.clone(),
                 observer: Some(observer_tx),
+                guard: guard.clone(),
             },
             shutdown_rx,
         );
@@ -136,6 +143,7 @@ impl Engine {
             stream_position,
             replay_finished,
             all_finished,
+            guard,
             shutdown,
             tasks,
         })

@@ -12,6 +12,7 @@
 pub mod audit;
 pub mod backfill;
 pub mod config;
+pub mod deletes;
 pub mod engine;
 pub mod eval;
 pub mod metrics;

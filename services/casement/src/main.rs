@@ -127,6 +127,17 @@ enum Command {
         #[arg(long, env = "CASEMENT_API_KEY", hide_env_values = true)]
         api_key: Option<String>,
     },
+    /// Apply the deletes a running service holds (more than sources.max_delete_share of the
+    /// index's live documents from one source within sources.delete_window_secs, or a
+    /// watched folder that lists nothing), and let deletes through for one window.
+    ReleaseDeletes {
+        /// The service (`casement run`); default: `listen` of the config.
+        #[arg(long)]
+        url: Option<String>,
+        /// Bearer token (an operator key, bound to no tenant): the admin routes need one.
+        #[arg(long, env = "CASEMENT_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+    },
     /// Run a golden set (JSONL: query, doc_id, optional text, tenant, id) against a running
     /// service over HTTP; print recall@k, MRR@k and each failing query with what came back
     /// first. Exit code 0: every case passed; 1: some failed; 2: could not run.
@@ -180,6 +191,24 @@ fn main() -> ExitCode {
             api_key: api_key.clone(),
         };
         return casement::eval::command(&args, *json);
+    }
+    if let Command::ReleaseDeletes { url, api_key } = &cli.command {
+        let outcome = (|| -> anyhow::Result<()> {
+            let config: CasementConfig =
+                casement_config::load(cli.config.as_deref(), config::ENV_PREFIX, std::env::vars())?;
+            let url = url
+                .clone()
+                .unwrap_or_else(|| format!("http://{}", config.listen));
+            casement_service::runtime()?
+                .block_on(casement::deletes::remote(&url, api_key.as_deref()))
+        })();
+        return match outcome {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::from(2)
+            }
+        };
     }
     if let Command::Audit {
         source,
@@ -334,7 +363,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
             casement_service::runtime()?.block_on(casement::backfill::backfill(config, paths))
         }
-        Command::Eval { .. } | Command::Audit { .. } | Command::Migrate { .. } => {
+        Command::Eval { .. }
+        | Command::Audit { .. }
+        | Command::Migrate { .. }
+        | Command::ReleaseDeletes { .. } => {
             unreachable!("handled in main")
         }
         Command::Compact => {

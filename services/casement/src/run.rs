@@ -70,6 +70,9 @@ pub async fn run(
     }
     // A missing or malformed golden set fails here, before the models load.
     casement_query::eval::check(&config.eval)?;
+    // So does a watched folder that is not there: a typo or an unmounted volume would
+    // otherwise look like every file deleted.
+    crate::sources::watch::check_dirs(&config.sources.watch.dirs)?;
     if config.audit.enabled() {
         // An unreadable source fails here, not an hour later.
         casement_pipeline::audit::Truth::read(&config.audit.source)?;
@@ -121,6 +124,11 @@ pub async fn run(
         query_app.clone(),
         engine.pipeline_metrics.clone(),
         &engine.registry,
+    ));
+    // Releasing the deletes the mass-deletion guard holds.
+    routes = routes.merge(crate::deletes::router(
+        engine.guard.clone(),
+        config.auth.clone(),
     ));
     if config.sources.webhook.enabled {
         routes = routes.merge(webhook::router(Arc::new(Webhook {
@@ -175,7 +183,8 @@ pub async fn run(
     }
     let mut watchers = Vec::new();
     if !config.sources.watch.dirs.is_empty() {
-        let watcher = Watcher::new(config.watch(), &config.data_dir, engine.feeder.clone());
+        let watcher = Watcher::new(config.watch(), &config.data_dir, engine.feeder.clone())
+            .with_guard(engine.guard.clone());
         watchers.push(tokio::spawn(watcher.run()));
     }
     if let Some(position) = &engine.stream_position {

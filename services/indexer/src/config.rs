@@ -29,6 +29,10 @@ pub struct IndexerConfig {
     /// Where the content of revisions that events only name is fetched (MediaWiki's
     /// EventBus `page_change` topics); off while `api_url` is empty.
     pub fetch: FetchConfig,
+    /// The mass-deletion guard: a burst of deletes over `max_delete_share` of the live
+    /// documents within `delete_window_secs` is held (not committed past) until the
+    /// indexer starts with `allow_mass_delete = true`.
+    pub sources: casement_pipeline::DeleteGuardConfig,
 }
 
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
@@ -172,6 +176,7 @@ impl casement_config::Config for IndexerConfig {
         self.pipeline.validate()?;
         self.enrich.validate()?;
         self.fetch.validate()?;
+        self.sources.validate("sources")?;
         self.embedder.validate()?;
         self.store.validate()?;
         self.text.validate()

@@ -83,7 +83,8 @@ pub fn start<S: Store + 'static>(
 ) -> anyhow::Result<Running> {
     let offsets = Offsets::default();
     let kafka = &config.kafka;
-    let consumer = consumer::connect(kafka, offsets.clone(), processor.metrics().clone())?;
+    let processor_metrics = processor.metrics().clone();
+    let consumer = consumer::connect(kafka, offsets.clone(), processor_metrics.clone())?;
     let ack = Arc::new(KafkaAck {
         consumer: consumer.clone(),
         topic: kafka.topic.clone(),
@@ -98,6 +99,10 @@ pub fn start<S: Store + 'static>(
             ack: ack.clone(),
             offsets: offsets.clone(),
             observer,
+            guard: casement_pipeline::DeleteGuard::new(
+                config.sources.clone(),
+                processor_metrics.deletes_held.clone(),
+            ),
         },
         shutdown_rx.clone(),
     );

@@ -139,6 +139,46 @@ impl AuthConfig {
     }
 }
 
+impl AuthConfig {
+    /// For an admin route that changes state: an operator key ([`AuthConfig::admin`]) and
+    /// a request no web page could have made ([`check_state_changing`]). The key's name,
+    /// for the log line of what it did; a refusal is logged here with `action`.
+    pub fn admin_write(&self, headers: &HeaderMap, action: &str) -> Result<String, ApiError> {
+        let checked = self.admin(headers).and_then(|principal| {
+            check_state_changing(headers)?;
+            Ok(principal)
+        });
+        match checked {
+            Ok(principal) => Ok(principal.key.unwrap_or_default()),
+            Err(error) => {
+                self.refused(headers, &error, action);
+                Err(error)
+            }
+        }
+    }
+
+    /// For an admin route that reads: as [`AuthConfig::admin`], a refusal logged.
+    pub fn admin_read(&self, headers: &HeaderMap, action: &str) -> Result<String, ApiError> {
+        match self.admin(headers) {
+            Ok(principal) => Ok(principal.key.unwrap_or_default()),
+            Err(error) => {
+                self.refused(headers, &error, action);
+                Err(error)
+            }
+        }
+    }
+
+    fn refused(&self, headers: &HeaderMap, error: &ApiError, action: &str) {
+        let key = self
+            .principal(headers)
+            .ok()
+            .and_then(|p| p.key)
+            .unwrap_or_else(|| "none".into());
+        tracing::warn!(target: "casement::admin", key, status = error.status().as_u16(),
+            reason = %error, "admin request refused: {action}");
+    }
+}
+
 /// The token of an `Authorization` value of the `Bearer` scheme, in any case.
 fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim_start().split_once(' ')?;

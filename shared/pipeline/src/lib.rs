@@ -26,6 +26,7 @@ pub mod config;
 pub mod dry_run;
 pub mod factory;
 pub mod fetch;
+pub mod guard;
 pub mod metrics;
 pub mod migrate;
 pub mod offsets;
@@ -39,6 +40,7 @@ pub mod stages;
 
 pub use config::{EnrichConfig, EnrichMode, LlmConfig, PipelineConfig};
 pub use fetch::{FetchConfig, FetchError, Fetcher};
+pub use guard::{DeleteGuard, DeleteGuardConfig, Verdict};
 pub use metrics::Metrics;
 pub use offsets::Offsets;
 pub use outcome::{Decision, Decisions, Finished, Outcome, Reason, RetryStage, Stage};

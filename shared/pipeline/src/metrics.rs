@@ -37,6 +37,8 @@ pub struct Metrics {
     pub disk: IntGaugeVec,
     pub disk_available: IntGauge,
     pub replaced: IntGauge,
+    /// Deletes held by the mass-deletion guard, by source.
+    pub deletes_held: IntGaugeVec,
     pub compactions: IntCounter,
     pub compaction_reclaimed: IntCounter,
     pub compaction_duration: Gauge,
@@ -251,6 +253,12 @@ impl Metrics {
             replaced: r.gauge(
                 "casement_index_replaced",
                 "1 while the collection alias names a collection of other settings than this process's (restart it with them).",
+            ),
+            deletes_held: r.gauges(
+                "casement_source_deletes_held",
+                "Deletes held by the mass-deletion guard (more than sources.max_delete_share of the live documents within sources.delete_window_secs), by source, until an operator releases them.",
+                "source",
+                &["kafka", "replay", "watch", "webhook", "mediawiki"],
             ),
             compactions: r.add(IntCounter::new(
                 "casement_index_compactions_total",

@@ -96,6 +96,8 @@ pub struct Stages<S, D, A> {
     pub offsets: Offsets,
     /// Gets every finished event (progress, tests, benchmarks).
     pub observer: Option<mpsc::UnboundedSender<Finished>>,
+    /// Holds bursts of deletes ([`crate::guard`]).
+    pub guard: crate::guard::DeleteGuard,
 }
 
 /// Starts the stages. Returns the input channel (send messages after
@@ -126,6 +128,7 @@ where
             rx,
             stages.processor.clone(),
             stages.config.clone(),
+            stages.guard.clone(),
             letters_tx.clone(),
             written_tx.clone(),
             shutdown.clone(),

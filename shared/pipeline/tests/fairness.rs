@@ -96,6 +96,7 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
             ack: Arc::new(NoCommits),
             offsets: offsets.clone(),
             observer: Some(observer),
+            guard: casement_pipeline::DeleteGuard::disabled(),
         },
         shutdown_rx,
     );

@@ -135,6 +135,7 @@ async fn a_backlog_shares_model_batches_and_flushes_and_is_acknowledged_only_whe
             ack: Arc::new(NoCommits),
             offsets: offsets.clone(),
             observer: Some(observer),
+            guard: casement_pipeline::DeleteGuard::disabled(),
         },
         shutdown_rx,
     );

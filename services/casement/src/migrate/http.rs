@@ -148,7 +148,7 @@ async fn start(
     headers: HeaderMap,
     body: Result<Json<MigrateRequest>, JsonRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let key = admin(&online, &headers, "start a migration")?;
+    let key = online.auth.admin_write(&headers, "start a migration")?;
     let Json(request) = body?;
     if request.set.is_empty() {
         return Err(ApiError::Invalid(
@@ -163,29 +163,6 @@ async fn start(
     tracing::info!(target: "casement::admin", key, set = ?request.set, force = request.force,
         keep_hours = request.keep_hours, "migration requested");
     Ok((StatusCode::ACCEPTED, Json(online.start(request)?)))
-}
-
-/// The caller's key name when it may use the admin routes (and the request may change
-/// state: `action` is `None` for a read); refusals are logged with what was asked.
-fn admin(online: &Online, headers: &HeaderMap, action: &str) -> Result<String, ApiError> {
-    let checked = online.auth.admin(headers).and_then(|principal| {
-        casement_query::http::check_state_changing(headers)?;
-        Ok(principal)
-    });
-    match checked {
-        Ok(principal) => Ok(principal.key.unwrap_or_default()),
-        Err(error) => {
-            let key = online
-                .auth
-                .principal(headers)
-                .ok()
-                .and_then(|p| p.key)
-                .unwrap_or_else(|| "none".into());
-            tracing::warn!(target: "casement::admin", key, status = error.status().as_u16(),
-                reason = %error, "admin request refused: {action}");
-            Err(error)
-        }
-    }
 }
 
 fn check_keep_hours(hours: u64) -> Result<(), ApiError> {
@@ -205,7 +182,7 @@ async fn rollback(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    let key = admin(&online, &headers, "roll back")?;
+    let key = online.auth.admin_write(&headers, "roll back")?;
     let request: RollbackRequest = if body.iter().all(u8::is_ascii_whitespace) {
         RollbackRequest::default()
     } else {
@@ -230,11 +207,7 @@ async fn status(
     State(online): State<Arc<Online>>,
     headers: HeaderMap,
 ) -> Result<Json<Status>, ApiError> {
-    if let Err(error) = online.auth.admin(&headers) {
-        tracing::warn!(target: "casement::admin", status = error.status().as_u16(),
-            reason = %error, "admin request refused: migration status");
-        return Err(error);
-    }
+    online.auth.admin_read(&headers, "migration status")?;
     Ok(Json(online.status().await))
 }
 

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod bad_disks;
+mod deletes;
 mod durable;
 mod hardening;
 mod mediawiki;

@@ -10,6 +10,9 @@
 //!   backoff is over; once it has failed for `pipeline.fetch_give_up_secs` it is
 //!   dead-lettered (`fetch_failed`) and its document's next events go on.
 //!
+//! A delete the mass-deletion guard holds ([`crate::guard`]) is parked the same way, until
+//! an operator releases the held deletes.
+//!
 //! On shutdown the event in hand gets `pipeline.shutdown_grace_ms` to finish; past that it
 //! is dropped unfinished (a write cut off heals when it is planned again), not committed,
 //! and delivered again after restart, as are parked events.
@@ -21,8 +24,11 @@ use std::time::{Duration, Instant};
 use casement_store::Store;
 use tokio::sync::{mpsc, watch};
 
+use casement_events::Change;
+
 use super::route::LaneItem;
 use crate::config::PipelineConfig;
+use crate::guard::{DeleteGuard, Verdict};
 use crate::outcome::{Reason, RetryStage};
 use crate::processor::ProcessError;
 use crate::slot::ProcessorSlot;
@@ -48,11 +54,23 @@ struct Retry {
     due: tokio::time::Instant,
 }
 
-/// The events of documents whose head event waits for a fetch retry, in order.
+/// Why a parked document's first event waits.
+#[derive(Debug)]
+enum Wait {
+    /// Behind the document's first event.
+    Behind,
+    /// For a fetch retry.
+    Fetch(Retry),
+    /// For an operator to release the held deletes.
+    Held,
+}
+
+/// The events of documents whose head event waits (a fetch retry, a held delete), in
+/// order.
 #[derive(Debug, Default)]
 struct Parked {
-    /// Per document: its events; the first has a [`Retry`].
-    documents: HashMap<DocKey, VecDeque<(LaneItem, Option<Retry>)>>,
+    /// Per document: its events; the first one's wait is not `Behind`.
+    documents: HashMap<DocKey, VecDeque<(LaneItem, Wait)>>,
 }
 
 impl Parked {
@@ -65,13 +83,21 @@ impl Parked {
         self.documents.contains_key(key)
     }
 
-    fn push(&mut self, key: DocKey, item: LaneItem, retry: Option<Retry>) {
+    fn push(&mut self, key: DocKey, item: LaneItem, wait: Wait) {
         let queue = self.documents.entry(key).or_default();
-        if retry.is_some() {
-            queue.push_front((item, retry));
-        } else {
-            queue.push_back((item, retry));
+        match wait {
+            Wait::Behind => queue.push_back((item, wait)),
+            _ => queue.push_front((item, wait)),
         }
+    }
+
+    /// The documents whose first event is a held delete.
+    fn held(&self) -> Vec<DocKey> {
+        self.documents
+            .iter()
+            .filter(|(_, queue)| matches!(queue.front(), Some((_, Wait::Held))))
+            .map(|(key, _)| key.clone())
+            .collect()
     }
 
     /// Waits until the earliest retry is due; the document whose retry it is.
@@ -79,7 +105,10 @@ impl Parked {
         let earliest = self
             .documents
             .iter()
-            .filter_map(|(key, queue)| Some((queue.front()?.1.as_ref()?.due, key)))
+            .filter_map(|(key, queue)| match queue.front()? {
+                (_, Wait::Fetch(retry)) => Some((retry.due, key)),
+                _ => None,
+            })
             .min_by_key(|(due, _)| *due);
         match earliest {
             Some((due, key)) => {
@@ -90,8 +119,8 @@ impl Parked {
         }
     }
 
-    /// The document's next event (with its retry state, for the head).
-    fn next(&mut self, key: &DocKey) -> Option<(LaneItem, Option<Retry>)> {
+    /// The document's next event (with its wait, for the head).
+    fn next(&mut self, key: &DocKey) -> Option<(LaneItem, Wait)> {
         let queue = self.documents.get_mut(key)?;
         let next = queue.pop_front();
         if queue.is_empty() {
@@ -111,48 +140,83 @@ enum Step {
     Stop,
 }
 
+#[allow(clippy::too_many_arguments)]
 pub async fn run<S: Store>(
     mut items: mpsc::Receiver<LaneItem>,
     processor: Arc<ProcessorSlot<S>>,
     config: PipelineConfig,
+    guard: DeleteGuard,
     letters: mpsc::Sender<Letter>,
     done: mpsc::Sender<Done>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let lane = Lane {
+    let mut releases = guard.releases();
+    let mut lane = Lane {
         processor,
         config,
+        guard,
+        live: None,
         letters,
         done,
     };
     let mut parked = Parked::default();
     loop {
-        // The document to go on with, and its next event.
-        let (key, mut next) = tokio::select! {
+        // The documents to go on with, each with its next event.
+        let mut ready: Vec<(DocKey, Option<(LaneItem, Wait)>)> = tokio::select! {
             biased;
+            changed = releases.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                parked
+                    .held()
+                    .into_iter()
+                    .map(|key| {
+                        let next = parked.next(&key);
+                        (key, next)
+                    })
+                    .collect()
+            }
             key = parked.due(), if !parked.is_empty() => {
                 let next = parked.next(&key);
-                (key, next)
+                vec![(key, next)]
             }
             item = items.recv() => {
                 let Some(item) = item else { return };
                 let key = key_of(&item);
                 if parked.holds(&key) {
-                    parked.push(key, item, None);
+                    parked.push(key, item, Wait::Behind);
                     continue;
                 }
-                (key, Some((item, None)))
+                vec![(key, Some((item, Wait::Behind)))]
             }
         };
-        // The document's events, in order, until one is parked or none is left.
-        while let Some((item, retry)) = next.take() {
-            if *shutdown.borrow() {
-                return;
-            }
-            match lane.process(item, retry, &mut shutdown).await {
-                Step::Finished => next = parked.next(&key),
-                Step::Parked(item, retry) => parked.push(key.clone(), *item, Some(retry)),
-                Step::Stop => return,
+        for (key, next) in &mut ready {
+            // The document's events, in order, until one is parked or none is left.
+            while let Some((item, wait)) = next.take() {
+                if *shutdown.borrow() {
+                    return;
+                }
+                let retry = match wait {
+                    Wait::Fetch(retry) => Some(retry),
+                    Wait::Held => {
+                        lane.guard.count_held(item.receipt.origin.source, -1);
+                        None
+                    }
+                    Wait::Behind => None,
+                };
+                if lane.holds(&item).await {
+                    lane.guard.count_held(item.receipt.origin.source, 1);
+                    parked.push(key.clone(), item, Wait::Held);
+                    break;
+                }
+                match lane.process(item, retry, &mut shutdown).await {
+                    Step::Finished => *next = parked.next(key),
+                    Step::Parked(item, retry) => {
+                        parked.push(key.clone(), *item, Wait::Fetch(retry));
+                    }
+                    Step::Stop => return,
+                }
             }
         }
     }
@@ -161,11 +225,50 @@ pub async fn run<S: Store>(
 struct Lane<S> {
     processor: Arc<ProcessorSlot<S>>,
     config: PipelineConfig,
+    guard: DeleteGuard,
+    /// The index's live documents, and when they were counted (the guard's denominator).
+    live: Option<(u64, Instant)>,
     letters: mpsc::Sender<Letter>,
     done: mpsc::Sender<Done>,
 }
 
 impl<S: Store> Lane<S> {
+    /// Whether the guard holds this event: a delete from a source the guard counts (not a
+    /// start-up resend, a bulk load, a replayed revision log or the audit's own fix).
+    async fn holds(&mut self, item: &LaneItem) -> bool {
+        let source = item.receipt.origin.source;
+        let counted = matches!(item.event.change, Change::Delete { .. })
+            && !item.receipt.resend
+            && !item.receipt.origin.bulk
+            && !matches!(source, crate::SourceId::Audit | crate::SourceId::Replay);
+        if !counted {
+            return false;
+        }
+        let fresh = self
+            .live
+            .is_some_and(|(_, at)| at.elapsed() < Duration::from_secs(1));
+        if !fresh {
+            let current = self.processor.current();
+            // Unknown (the store is down): counted as none, so at most one delete passes.
+            let live = current
+                .store
+                .stats()
+                .await
+                .map_or(0, |stats| stats.documents);
+            self.live = Some((live, Instant::now()));
+        }
+        let live = self.live.map_or(0, |(live, _)| live);
+        let event = &item.event;
+        let verdict = self
+            .guard
+            .decide(source, event.tenant(), event.doc_id(), live);
+        if verdict == Verdict::Apply {
+            // This delete will take one away.
+            self.live = self.live.map(|(live, at)| (live.saturating_sub(1), at));
+        }
+        verdict == Verdict::Hold
+    }
+
     async fn process(
         &self,
         item: LaneItem,
@@ -237,6 +340,9 @@ impl<S: Store> Lane<S> {
         let document = Some((event.doc_id().to_owned(), event.revision()));
         let sent = match processed {
             Ok(outcome) => {
+                if matches!(outcome, crate::Outcome::Applied(_)) {
+                    self.guard.indexed(event.tenant(), event.doc_id());
+                }
                 let finished = Done::new(item.receipt, document, outcome, None);
                 self.done.send(finished).await.is_ok()
             }

@@ -236,6 +236,7 @@ impl Pipeline {
                 ack: Arc::new(NoCommits),
                 offsets: offsets.clone(),
                 observer: Some(observer),
+                guard: casement_pipeline::DeleteGuard::disabled(),
             },
             shutdown_rx,
         );

@@ -36,6 +36,13 @@
 //!   half-written save or a file swapped for something else does not empty the index. It
 //!   is deleted when its file is really gone: removed, or a symlink to nothing. The files
 //!   of a folder that cannot be listed count as still there.
+//! - **An empty folder is not mounted.** A watched folder must exist at start
+//!   ([`check_dirs`]: a typo fails the start with its path). One that lists no document
+//!   file while documents indexed from it are live (a volume not mounted yet, a ConfigMap
+//!   not synced) deletes nothing: its documents are held, logged once and counted in
+//!   `casement_source_deletes_held{source="watch"}`, until a file appears in it (then the
+//!   missing ones are deleted, through the pipeline's mass-deletion guard) or an operator
+//!   releases the held deletes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -71,6 +78,32 @@ pub struct Watcher {
     settling: HashMap<String, (Stamp, Instant)>,
     /// What was reported for each path that cannot be used, so it is said once.
     reported: HashMap<PathBuf, (Stamp, Unusable)>,
+    /// The mass-deletion guard: its releases let an empty folder's deletes go.
+    guard: Option<casement_pipeline::DeleteGuard>,
+    /// The guard's releases seen, and the folders held as not mounted (logged once).
+    releases_seen: u64,
+    held_roots: BTreeSet<PathBuf>,
+}
+
+/// Fails when a watched folder does not exist or cannot be listed, naming it.
+pub fn check_dirs(dirs: &[PathBuf]) -> anyhow::Result<()> {
+    for dir in dirs {
+        let listed = std::fs::metadata(dir).and_then(|meta| {
+            if meta.is_dir() {
+                std::fs::read_dir(dir).map(drop)
+            } else {
+                Err(std::io::Error::other("not a folder"))
+            }
+        });
+        if let Err(error) = listed {
+            anyhow::bail!(
+                "sources.watch.dirs: {}: {error}. A watched folder must exist and be readable \
+                 at start: a mistyped or unmounted folder would look like every file deleted",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// What one scan did.
@@ -96,7 +129,17 @@ impl Watcher {
             feeder,
             settling: HashMap::new(),
             reported: HashMap::new(),
+            guard: None,
+            releases_seen: 0,
+            held_roots: BTreeSet::new(),
         }
+    }
+
+    /// Holds the documents of a folder that lists nothing until `guard` releases them.
+    pub fn with_guard(mut self, guard: casement_pipeline::DeleteGuard) -> Self {
+        self.releases_seen = guard.release_count();
+        self.guard = Some(guard);
+        self
     }
 
     /// Sends every known document again (marked as resends: not news), then scans every
@@ -181,11 +224,13 @@ impl Watcher {
                 dirty = true;
             }
         }
+        let held = self.empty_folders(&present);
         let gone: Vec<String> = self
             .state
             .iter()
             .filter(|(id, e)| !e.deleted && !seen.contains(*id))
             .filter(|(_, e)| !scan.unlisted.iter().any(|(d, _)| e.path.starts_with(d)))
+            .filter(|(_, e)| !held.iter().any(|root| e.path.starts_with(root)))
             .map(|(id, _)| id.clone())
             .collect();
         for doc_id in gone {
@@ -210,6 +255,46 @@ impl Watcher {
             self.save();
         }
         Ok(outcome)
+    }
+
+    /// The watched folders that list no document file while documents indexed from them
+    /// are live: taken as not mounted, their documents kept (the guard's count says how
+    /// many), until a file appears or an operator releases the held deletes.
+    fn empty_folders(&mut self, present: &HashSet<PathBuf>) -> Vec<PathBuf> {
+        let Some(guard) = &self.guard else {
+            return Vec::new();
+        };
+        let releases = guard.release_count();
+        let released = releases != self.releases_seen;
+        self.releases_seen = releases;
+        let mut held = Vec::new();
+        let mut documents = 0;
+        for root in &self.config.dirs {
+            let live = self
+                .state
+                .values()
+                .filter(|e| !e.deleted && e.path.starts_with(root))
+                .count();
+            let empty = !present.iter().any(|path| path.starts_with(root));
+            if live == 0 || !empty {
+                self.held_roots.remove(root);
+                continue;
+            }
+            if released {
+                tracing::warn!(folder = %root.display(), documents = live,
+                    "the held deletes were released: deleting the documents of the empty folder");
+                self.held_roots.remove(root);
+                continue;
+            }
+            if self.held_roots.insert(root.clone()) {
+                tracing::warn!(folder = %root.display(), documents = live,
+                    "the watched folder lists no document file but documents indexed from it are live: taken as not mounted, nothing deleted until a file appears in it or an operator releases the held deletes (POST /v1/admin/deletes/release, `casement release-deletes`)");
+            }
+            documents += live;
+            held.push(root.clone());
+        }
+        guard.set_held(SourceId::Watch, documents as i64);
+        held
     }
 
     /// Reads a found file if it changed (and has settled), sends it if its content did;
