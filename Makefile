@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk eval train-ranker fuzz-query fuzz soak fmt
+.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk bench-watch eval train-ranker fuzz-query fuzz soak fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -110,6 +110,12 @@ bench-wiki: models
 ## target/bench/disk.json and fails over 3x.
 bench-disk: models
 	$(CARGO) bench --locked -p casement --bench disk
+
+## How soon a saved file is searchable with the default watcher (file-system
+## notifications): p50/p95 from the write to a search that returns the new text, and the
+## freshness histogram's live mean beside it; writes target/bench/watch.json.
+bench-watch: models
+	$(CARGO) bench --locked -p casement --bench watch
 
 ## An online migration (fp32 -> int8) of the SQuAD dev articles against the raw int8 model,
 ## and the search latency during it (needs ../shared/data); writes target/bench/migrate.json.

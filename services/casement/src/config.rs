@@ -144,11 +144,16 @@ pub struct ReplayConfig {
 pub struct WatchConfig {
     pub dirs: Vec<PathBuf>,
     pub doc_id_prefix: String,
-    /// How often the folders are scanned for changes.
+    /// Follow file-system notifications (inotify): a saved file is looked at at once.
+    /// Off, or where they cannot be had (a network file system, a watch that fails to
+    /// start: logged), the folders are scanned every `poll_ms`.
+    pub notify: bool,
+    /// How often the folders are scanned for changes without notifications.
     pub poll_ms: u64,
-    /// A changed file is read once two scans at least this far apart saw the same size and
-    /// modification time (a file being written gives one revision, not one per scan).
-    /// 0 reads a change at the first scan that sees it.
+    /// A changed file is read once it has not been written for this long (its
+    /// modification time that far in the past), or two scans this far apart saw the same
+    /// size and time: a file being written gives one revision, not one per write. 0 reads
+    /// a change at the first scan that sees it.
     pub settle_ms: u64,
     /// The largest file read, in bytes: `events.max_event_bytes`, filled in by
     /// [`CasementConfig::watch`] (not a key of its own). Unset, the watcher takes the
@@ -163,8 +168,9 @@ impl Default for WatchConfig {
         Self {
             dirs: Vec::new(),
             doc_id_prefix: String::new(),
+            notify: true,
             poll_ms: 500,
-            settle_ms: 1000,
+            settle_ms: 100,
             max_file_bytes: None,
         }
     }

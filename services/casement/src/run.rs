@@ -24,6 +24,23 @@ use crate::sources::{Positions, mediawiki, replay, watch::Watcher};
 use crate::webhook::{self, Webhook};
 use crate::{progress, sample};
 
+/// Resolves once `count` (changes found at start, not yet applied) is 0, saying what it
+/// waits for meanwhile.
+async fn wait_caught_up(count: &std::sync::atomic::AtomicUsize) {
+    let mut said = Instant::now() - Duration::from_secs(10);
+    loop {
+        let left = count.load(std::sync::atomic::Ordering::SeqCst);
+        if left == 0 {
+            return;
+        }
+        if said.elapsed() >= Duration::from_secs(2) {
+            eprintln!("catching up {left} changes found at start");
+            said = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Says at start what anyone who reaches the port can do without a key.
 fn warn_what_is_open(config: &CasementConfig) {
     let admin = if config.auth.has_operator_key() {
@@ -100,7 +117,6 @@ pub async fn run(
         config.store.edge.min_free_bytes,
     )?;
     let journal = Arc::new(journal);
-    let journal_task = tokio::spawn(journal.clone().replay(engine.feeder.clone(), accepted));
     let query_config = config.query();
     let reranker = load_reranker(&query_config).await?;
     let query_metrics = casement_query::Metrics::with_registry(engine.registry.clone());
@@ -114,6 +130,17 @@ pub async fn run(
         openapi,
         engine.store_probe.clone(),
     );
+    // Not ready until the start-up work is done: the replay, what an earlier run
+    // accepted, and what changed in the watched folders while it was stopped (one more
+    // until the watchers have counted theirs).
+    query_app
+        .catching_up
+        .fetch_add(accepted.len() + 1, std::sync::atomic::Ordering::SeqCst);
+    let journal_task = tokio::spawn(journal.clone().replay(
+        engine.feeder.clone(),
+        accepted,
+        query_app.catching_up.clone(),
+    ));
     let evaluator = Evaluator::new(&query_app, &engine.registry).map(Arc::new);
     // Migrations to another model, enrichment or radius, while serving.
     let mut routes = crate::migrate::http::router(crate::migrate::online::Online::new(
@@ -184,9 +211,14 @@ pub async fn run(
     let mut watchers = Vec::new();
     if !config.sources.watch.dirs.is_empty() {
         let watcher = Watcher::new(config.watch(), &config.data_dir, engine.feeder.clone())
-            .with_guard(engine.guard.clone());
+            .with_guard(engine.guard.clone())
+            .with_readiness(query_app.catching_up.clone());
         watchers.push(tokio::spawn(watcher.run()));
     }
+    // The watchers count their own catch-up from here.
+    query_app
+        .catching_up
+        .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     if let Some(position) = &engine.stream_position {
         println!(
             "following the MediaWiki stream {}",
@@ -202,6 +234,17 @@ pub async fn run(
             pipeline_metrics: engine.pipeline_metrics.clone(),
             max_event_bytes: config.events.max_event_bytes,
         })));
+    }
+    // Ready means caught up: what an earlier run accepted and what changed in the watched
+    // folders while it was stopped are applied before the banner (and `/readyz`) say so.
+    tokio::select! {
+        () = wait_caught_up(&query_app.catching_up) => {}
+        () = &mut stop => {
+            eprintln!("stopping while catching up; the rest is found again at the next start");
+            replay_task.abort();
+            journal_task.abort();
+            return shutdown(engine, stop_http, server, watchers).await;
+        }
     }
     // The audit against its source, from now on (the replay is indexed).
     let auditing = config.audit.enabled().then(|| {

@@ -188,9 +188,13 @@ async fn handle(
         ))
         .into_response();
     }
+    // Freshness runs from the change at the source when the event says when that was.
+    let changed = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|json| crate::sources::event_time_ms(&json));
     let sent = hook
         .feeder
-        .send_waiting(SourceId::Webhook, body.to_vec(), false)
+        .send_waiting(SourceId::Webhook, body.to_vec(), false, changed)
         .await;
     let (offset, mut answer) = match sent {
         Ok(sent) => sent,

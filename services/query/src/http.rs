@@ -2,7 +2,7 @@
 //! Errors become responses in one place (`error.rs`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -62,6 +62,9 @@ pub struct App<S> {
     pub store_probe: casement_store::StoreProbe,
     /// The served OpenAPI document ([`openapi`]).
     pub openapi: String,
+    /// Changes found at start (the all-in-one's watched folders, its journal) not yet
+    /// applied: `/readyz` answers 503 until they are (0: caught up).
+    pub catching_up: Arc<AtomicUsize>,
 }
 
 impl AuthConfig {
@@ -363,6 +366,14 @@ async fn document<S: Store + 'static>(
 }
 
 async fn readyz<S: Store>(State(app): State<Arc<App<S>>>) -> Response {
+    let catching_up = app.catching_up.load(Ordering::SeqCst);
+    if catching_up > 0 {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("models_loaded: ok\nstore_reachable: ok\ncaught_up: no (catching up {catching_up} changes found at start)\n"),
+        )
+            .into_response();
+    }
     if app.store_probe.reachable() {
         "models_loaded: ok\nstore_reachable: ok\n".into_response()
     } else {

@@ -96,6 +96,7 @@ pub fn app_with<S: Store + Clone + 'static>(
         config,
         metrics,
         store_probe: probe,
+        catching_up: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
     })
 }
 

@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use anyhow::Context;
 use axum::body::Bytes;
@@ -184,10 +184,13 @@ impl Journal {
 
     /// Sends the events a previous run accepted but did not finish, in order; each is
     /// removed when its outcome is durable.
+    /// `catching_up` counts down as each is applied (readiness waits for it); the caller
+    /// added `entries.len()` to it.
     pub async fn replay(
         self: Arc<Self>,
         feeder: Feeder,
         entries: Vec<Entry>,
+        catching_up: Arc<AtomicUsize>,
     ) -> anyhow::Result<()> {
         if !entries.is_empty() {
             tracing::info!(events = entries.len(), dir = %self.dir.display(),
@@ -198,11 +201,20 @@ impl Journal {
                 Ok(body) => body,
                 Err(error) => {
                     tracing::warn!(path = %entry.path.display(), %error, "cannot read a journaled event");
+                    catching_up.fetch_sub(1, Ordering::SeqCst);
                     continue;
                 }
             };
-            let (_, outcome) = feeder.send_waiting(SourceId::Webhook, body, true).await?;
-            self.forget_when_done(entry, outcome);
+            let (_, outcome) = feeder
+                .send_waiting(SourceId::Webhook, body, true, None)
+                .await?;
+            let (journal, catching_up) = (self.clone(), catching_up.clone());
+            tokio::spawn(async move {
+                if outcome.await.is_ok() {
+                    journal.forget(&entry);
+                }
+                catching_up.fetch_sub(1, Ordering::SeqCst);
+            });
         }
         Ok(())
     }

@@ -25,6 +25,39 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 
 use crate::metrics::LocalMetrics;
 
+/// When the change happened at the source, as the event says (ms since the epoch): the
+/// native `event_time`, CloudEvents' `time`, MediaWiki's `meta.dt` (or `dt`), Debezium's
+/// `ts_ms` (of the envelope or its `payload`). Freshness is measured from it.
+pub fn event_time_ms(json: &serde_json::Value) -> Option<i64> {
+    let text = |value: Option<&serde_json::Value>| {
+        value
+            .and_then(serde_json::Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.timestamp_millis())
+    };
+    text(json.get("event_time"))
+        .or_else(|| text(json.get("time")))
+        .or_else(|| text(json.get("meta").and_then(|m| m.get("dt"))))
+        .or_else(|| text(json.get("dt")))
+        .or_else(|| json.get("ts_ms").and_then(serde_json::Value::as_i64))
+        .or_else(|| {
+            json.get("payload")
+                .and_then(|p| p.get("ts_ms"))
+                .and_then(serde_json::Value::as_i64)
+        })
+}
+
+/// The time a live edit's freshness is measured from: when it changed at the source, if
+/// that is known and plausible (not ahead of this clock by more than a second, not over
+/// ten minutes old: a change found at a restart, or a clock that is off, counts from when
+/// it was read), else now.
+pub fn changed_at(changed_ms: Option<i64>, now: i64) -> i64 {
+    match changed_ms {
+        Some(at) if at <= now + 1_000 && at >= now - 600_000 => at.min(now),
+        _ => now,
+    }
+}
+
 /// Hands messages to the pipeline: per source, offsets in increasing order, each marked
 /// started before it is sent. Waits while the pipeline is full.
 #[derive(Debug, Clone)]
@@ -73,11 +106,16 @@ impl Feeder {
         resend: bool,
     ) -> anyhow::Result<i64> {
         let key = Some(native.doc_id.as_bytes().to_vec());
+        let changed = native
+            .event_time
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.timestamp_millis());
         let body = match native.clone().into_event(EventFormat::Native) {
             Ok(event) => Body::Event(Box::new(event)),
             Err(_) => Body::Bytes(Some(serde_json::to_vec(&native)?)),
         };
-        self.send(source, key, body, resend, None).await
+        self.send(source, key, body, resend, None, changed).await
     }
 
     /// Sends an event built here (an audit's repair) as it is; the receiver gets its
@@ -95,15 +133,29 @@ impl Feeder {
             Body::Event(Box::new(event)),
             false,
             Some(reply),
+            None,
         )
         .await?;
         Ok(outcome)
     }
 
-    /// Sends bytes to decode (a stream's events), with nobody waiting for the outcome.
-    pub async fn send_bytes(&self, source: SourceId, bytes: Vec<u8>) -> anyhow::Result<i64> {
-        self.send(source, None, Body::Bytes(Some(bytes)), false, None)
-            .await
+    /// Sends bytes to decode (a stream's events), with nobody waiting for the outcome;
+    /// `changed_ms`: when the change happened at the source, if known.
+    pub async fn send_bytes(
+        &self,
+        source: SourceId,
+        bytes: Vec<u8>,
+        changed_ms: Option<i64>,
+    ) -> anyhow::Result<i64> {
+        self.send(
+            source,
+            None,
+            Body::Bytes(Some(bytes)),
+            false,
+            None,
+            changed_ms,
+        )
+        .await
     }
 
     /// Sends bytes to decode (the webhook, its journal); the receiver gets the outcome once
@@ -113,12 +165,39 @@ impl Feeder {
         source: SourceId,
         bytes: Vec<u8>,
         resend: bool,
+        changed_ms: Option<i64>,
     ) -> anyhow::Result<(i64, oneshot::Receiver<Finished>)> {
         let (reply, outcome) = oneshot::channel();
         let offset = self
-            .send(source, None, Body::Bytes(Some(bytes)), resend, Some(reply))
+            .send(
+                source,
+                None,
+                Body::Bytes(Some(bytes)),
+                resend,
+                Some(reply),
+                changed_ms,
+            )
             .await?;
         Ok((offset, outcome))
+    }
+
+    /// [`Feeder::send_native`], and the receiver of its outcome once durable (a watcher's
+    /// catch-up at start, which readiness waits for).
+    pub async fn send_native_waiting(
+        &self,
+        source: SourceId,
+        native: NativeEvent,
+        resend: bool,
+    ) -> anyhow::Result<oneshot::Receiver<Finished>> {
+        let key = Some(native.doc_id.as_bytes().to_vec());
+        let body = match native.clone().into_event(EventFormat::Native) {
+            Ok(event) => Body::Event(Box::new(event)),
+            Err(_) => Body::Bytes(Some(serde_json::to_vec(&native)?)),
+        };
+        let (reply, outcome) = oneshot::channel();
+        self.send(source, key, body, resend, Some(reply), None)
+            .await?;
+        Ok(outcome)
     }
 
     async fn send(
@@ -128,6 +207,7 @@ impl Feeder {
         body: Body,
         resend: bool,
         reply: Option<oneshot::Sender<Finished>>,
+        changed_ms: Option<i64>,
     ) -> anyhow::Result<i64> {
         let slot = self
             .next
@@ -135,10 +215,18 @@ impl Feeder {
             .ok_or_else(|| anyhow::anyhow!("{source} is not a local source"))?;
         let mut next = slot.lock().await;
         let offset = *next;
+        // A live edit's freshness runs from the change at the source; a bulk load's from
+        // when it was read (its changes are history).
+        let live = source.is_live() && !resend;
+        let now = now_ms();
         let origin = Origin {
             source,
             offset,
-            timestamp_ms: Some(now_ms()),
+            timestamp_ms: Some(if live {
+                changed_at(changed_ms, now)
+            } else {
+                now
+            }),
             // A replay, a backfill and the start-up resends are bulk loads.
             bulk: !source.is_live() || resend,
         };

@@ -13,6 +13,7 @@ mod durable;
 mod hardening;
 mod mediawiki;
 mod prometheus;
+mod ready;
 mod replay;
 mod sample;
 #[path = "../support/mod.rs"]

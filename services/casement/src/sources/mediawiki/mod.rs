@@ -365,14 +365,10 @@ async fn handle(source: &StreamSource, event: SseEvent) -> anyhow::Result<()> {
         return Ok(());
     }
     let json: Option<Value> = serde_json::from_str(&event.data).ok();
+    let changed = json.as_ref().and_then(crate::sources::event_time_ms);
     if let Some(json) = &json {
-        let dt = json
-            .get("meta")
-            .and_then(|m| m.get("dt"))
-            .and_then(Value::as_str)
-            .and_then(|dt| chrono::DateTime::parse_from_rfc3339(dt).ok());
-        if let Some(dt) = dt {
-            metrics.lag.observe(dt.timestamp_millis());
+        if let Some(dt) = changed {
+            metrics.lag.observe(dt);
         }
         if !config.wants(json) {
             metrics.filtered.inc();
@@ -389,7 +385,7 @@ async fn handle(source: &StreamSource, event: SseEvent) -> anyhow::Result<()> {
     // the reason, and the stream goes on.
     let offset = source
         .feeder
-        .send_bytes(SourceId::Mediawiki, event.data.into_bytes())
+        .send_bytes(SourceId::Mediawiki, event.data.into_bytes(), changed)
         .await?;
     if let Some(id) = event.id {
         source.position.sent(offset, id);

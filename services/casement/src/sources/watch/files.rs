@@ -310,6 +310,45 @@ fn kind(file_type: FileType) -> &'static str {
 }
 
 /// A file's modification time in nanoseconds since the epoch (0 when unknown).
+/// Whether `path` is on a network or user-space file system (NFS, SMB/CIFS, 9p, AFS,
+/// Ceph, FUSE): changes made on another machine raise no notification there, so such a
+/// folder is polled. Read from `/proc/self/mountinfo` (the mount that holds the path).
+pub(super) fn is_network_fs(path: &Path) -> bool {
+    let (Ok(path), Ok(mounts)) = (
+        std::fs::canonicalize(path),
+        std::fs::read_to_string("/proc/self/mountinfo"),
+    ) else {
+        return false;
+    };
+    fs_type_of(&path, &mounts).is_some_and(|kind| {
+        matches!(
+            kind,
+            "nfs" | "nfs4" | "cifs" | "smb3" | "smbfs" | "9p" | "afs" | "ceph" | "glusterfs"
+        ) || kind.starts_with("fuse")
+    })
+}
+
+/// The file system type of the mount (in `mountinfo`'s format) that holds `path`.
+fn fs_type_of<'a>(path: &Path, mountinfo: &'a str) -> Option<&'a str> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            // The mount point, with spaces written as \040 (and tabs, newlines, \).
+            let mount = fields
+                .get(4)?
+                .replace("\\040", " ")
+                .replace("\\011", "\t")
+                .replace("\\012", "\n")
+                .replace("\\134", "\\");
+            let dash = fields.iter().position(|f| *f == "-")?;
+            Some((mount, *fields.get(dash + 1)?))
+        })
+        .filter(|(mount, _)| path.starts_with(mount))
+        .max_by_key(|(mount, _)| mount.len())
+        .map(|(_, kind)| kind)
+}
+
 pub(super) fn mtime_ns(meta: &std::fs::Metadata) -> u128 {
     meta.modified()
         .ok()
@@ -320,6 +359,26 @@ pub(super) fn mtime_ns(meta: &std::fs::Metadata) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mount_that_holds_a_path_says_its_file_system() {
+        let mountinfo = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                         40 22 0:50 / /mnt/share rw - nfs4 server:/export rw\n\
+                         41 22 0:51 / /mnt/my\\040docs rw - fuse.sshfs host: rw\n";
+        assert_eq!(
+            fs_type_of(Path::new("/home/a/docs"), mountinfo),
+            Some("ext4")
+        );
+        assert_eq!(
+            fs_type_of(Path::new("/mnt/share/kb"), mountinfo),
+            Some("nfs4")
+        );
+        assert_eq!(
+            fs_type_of(Path::new("/mnt/my docs/x"), mountinfo),
+            Some("fuse.sshfs")
+        );
+        assert!(!is_network_fs(Path::new("/nonexistent-path")));
+    }
 
     #[test]
     fn doc_ids_formats_and_titles() {

@@ -1,6 +1,10 @@
 //! Watched folders: every Markdown, HTML, text or wikitext file is a document, saving it
-//! is a new revision, deleting it deletes the document. Folders are scanned every
-//! `poll_ms` (a size or time change, then a content hash, says a file changed).
+//! is a new revision, deleting it deletes the document. The folders are scanned when the
+//! file system says something in them changed (inotify through the `notify` crate, the
+//! notifications of a burst gathered for [`QUIET`]), or every `poll_ms` where it cannot
+//! say (`sources.watch.notify = false`, a network file system, a watch that fails to
+//! start: detected and logged); a size or time change, then a content hash, says a file
+//! changed.
 //!
 //! A file's revision is its modification time in seconds, or one more than its last
 //! revision when that is not newer (fast saves, a file restored with an old time), so
@@ -21,10 +25,19 @@
 //!   by its size before it is opened, and at most limit + 1 bytes are ever read (a file
 //!   growing meanwhile is refused, not followed).
 //! - **A file is read once it has settled.** A running watcher reads a changed file once
-//!   two scans at least `settle_ms` apart (1 s) saw the same size and modification time,
-//!   and sends it only if they are still the same once read: a file being written gives
-//!   one revision when it is done, not one per scan. A one-off scan ([`Watcher::poll`],
-//!   `casement backfill`) has no later scan to compare with and reads files as they are.
+//!   it has not been written for `settle_ms` (100 ms: its modification time that far in
+//!   the past), or two scans that far apart saw the same size and time, and sends it only
+//!   if they are still the same once read: a file being written gives one revision when
+//!   it is done, not one per scan. A file still settling is looked at again when it may
+//!   have settled. A one-off scan ([`Watcher::poll`], `casement backfill`) has no later
+//!   scan to compare with and reads files as they are.
+//! - **Freshness from the save.** An edit's freshness is measured from the file's
+//!   modification time, so the watcher's own delay shows in
+//!   `casement_indexer_freshness_seconds{origin="live"}`.
+//! - **Ready means caught up.** At start, the known documents are sent again and the
+//!   folders scanned once; what that finds (edits made while the service was stopped) is
+//!   applied before [`Watcher::run`] says it has caught up (`readiness`), so `/readyz`
+//!   and the banner wait for it.
 //! - **A file it cannot use is reported once.** A document file that is not a regular file,
 //!   a symlink outside its folder, too large, not UTF-8, or cannot be opened (permission
 //!   denied, a symlink loop: the system's error) is logged once at warn with that reason,
@@ -46,7 +59,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
 
 use casement_events::{NativeEvent, NativeType};
 use casement_pipeline::SourceId;
@@ -83,7 +98,18 @@ pub struct Watcher {
     /// The guard's releases seen, and the folders held as not mounted (logged once).
     releases_seen: u64,
     held_roots: BTreeSet<PathBuf>,
+    /// Changes still to apply before the start-up catch-up is done (0 once it is).
+    catching_up: Option<Arc<AtomicUsize>>,
+    /// Outcomes the start-up pass waits for.
+    startup: Option<Vec<tokio::sync::oneshot::Receiver<casement_pipeline::Finished>>>,
 }
+
+/// How long a burst of notifications may keep coming before the scan it asks for.
+pub const QUIET: Duration = Duration::from_millis(20);
+
+/// Where notifications work, a scan this often all the same (a notification lost to an
+/// overflowing queue is picked up).
+const SAFETY_SCAN: Duration = Duration::from_secs(60);
 
 /// Fails when a watched folder does not exist or cannot be listed, naming it.
 pub fn check_dirs(dirs: &[PathBuf]) -> anyhow::Result<()> {
@@ -132,7 +158,17 @@ impl Watcher {
             guard: None,
             releases_seen: 0,
             held_roots: BTreeSet::new(),
+            catching_up: None,
+            startup: None,
         }
+    }
+
+    /// `count` holds one more until the start-up pass is done, then one per change it
+    /// found until that change is applied (`/readyz` and the banner wait for 0).
+    pub fn with_readiness(mut self, count: Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        self.catching_up = Some(count);
+        self
     }
 
     /// Holds the documents of a folder that lists nothing until `guard` releases them.
@@ -142,18 +178,129 @@ impl Watcher {
         self
     }
 
-    /// Sends every known document again (marked as resends: not news), then scans every
-    /// `poll_ms` until the pipeline stops.
+    /// Sends every known document again (marked as resends: not news) and scans once,
+    /// waits for what that found to be applied (the catch-up), then scans whenever the
+    /// file system says something changed (or every `poll_ms`) until the pipeline stops.
     pub async fn run(mut self) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        self.startup = Some(Vec::new());
         self.resend_known().await?;
-        let mut tick = tokio::time::interval(Duration::from_millis(self.config.poll_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.scan(Some(Instant::now())).await?;
+        let waiting = self.startup.take().unwrap_or_default();
+        let count = waiting.len();
+        if let Some(catching_up) = &self.catching_up {
+            catching_up.fetch_add(count, Ordering::SeqCst);
+            catching_up.fetch_sub(1, Ordering::SeqCst);
+        }
+        if count > 0 {
+            tracing::info!(changes = count, "watch: catching up with the folders");
+        }
+        let catching_up = self.catching_up.clone();
+        let caught_up = async move {
+            for outcome in waiting {
+                let _ = outcome.await;
+                if let Some(catching_up) = &catching_up {
+                    catching_up.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            if count > 0 {
+                tracing::info!(
+                    changes = count,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "watch: caught up with the folders"
+                );
+            }
+        };
+        tokio::pin!(caught_up);
+        let mut caught = false;
+        let (_notifier, mut notified) = self.notifications();
+        let poll = Duration::from_millis(self.config.poll_ms);
         loop {
-            tick.tick().await;
-            // The time of this look, not the tick's schedule: after a slow scan the schedule
-            // lags, and would make a file look unchanged for longer than it was.
+            // The next look: a notification (once its burst is over), a file that may have
+            // settled, the poll (or the safety scan where notifications work).
+            let every = if notified.is_some() {
+                SAFETY_SCAN
+            } else {
+                poll
+            };
+            let settle = Duration::from_millis(self.config.settle_ms.max(1));
+            let wait = if self.settling.is_empty() {
+                every
+            } else {
+                every.min(settle)
+            };
+            let tick = tokio::time::sleep(wait);
+            tokio::pin!(tick);
+            tokio::select! {
+                () = &mut caught_up, if !caught => { caught = true; continue; }
+                () = &mut tick => {}
+                Some(()) = async {
+                    match notified.as_mut() {
+                        Some(receiver) => receiver.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if let Some(receiver) = notified.as_mut() {
+                        // The burst of one save (write, close, rename) is one scan.
+                        while let Ok(Some(())) = tokio::time::timeout(QUIET, receiver.recv()).await {}
+                    }
+                }
+            }
+            // The time of this look: after a slow scan the schedule lags.
             self.scan(Some(Instant::now())).await?;
         }
+    }
+
+    /// File-system notifications for the folders, when they can be had: the watcher (kept
+    /// alive by the caller) and its receiver. `None` (logged) where they cannot: turned
+    /// off, a network file system (changes made on another machine raise none), or a
+    /// watch that fails to start.
+    fn notifications(
+        &self,
+    ) -> (
+        Option<notify::RecommendedWatcher>,
+        Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
+    ) {
+        use notify::Watcher as _;
+        let poll_ms = self.config.poll_ms;
+        if !self.config.notify {
+            tracing::info!(
+                poll_ms,
+                "watch: scanning every poll_ms (sources.watch.notify = false)"
+            );
+            return (None, None);
+        }
+        if let Some(root) = self
+            .config
+            .dirs
+            .iter()
+            .find(|root| files::is_network_fs(root))
+        {
+            tracing::warn!(folder = %root.display(), poll_ms,
+                "watch: a network file system (no notifications for changes made elsewhere): scanning every poll_ms");
+            return (None, None);
+        }
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+            // Any event, an error (an overflowing queue) too, asks for a scan.
+            let _ = sender.send(());
+        });
+        let mut watcher = match watcher {
+            Ok(watcher) => watcher,
+            Err(error) => {
+                tracing::warn!(%error, poll_ms, "watch: file-system notifications unavailable: scanning every poll_ms");
+                return (None, None);
+            }
+        };
+        for root in &self.config.dirs {
+            if let Err(error) = watcher.watch(root, notify::RecursiveMode::Recursive) {
+                tracing::warn!(folder = %root.display(), %error, poll_ms,
+                    "watch: file-system notifications unavailable: scanning every poll_ms");
+                return (None, None);
+            }
+        }
+        tracing::debug!("watch: following file-system notifications");
+        (Some(watcher), Some(receiver))
     }
 
     /// One scan that reads every changed file as it is, without waiting for it to settle
@@ -165,8 +312,9 @@ impl Watcher {
     /// Sends each known document at its recorded revision: a deleted one as a delete, a
     /// file only while it still has the content that was sent (read by the same rules as
     /// a scan; a file that changed is picked up by the first scan).
-    async fn resend_known(&self) -> anyhow::Result<()> {
-        for (doc_id, entry) in &self.state {
+    async fn resend_known(&mut self) -> anyhow::Result<()> {
+        for (doc_id, entry) in self.state.clone() {
+            let doc_id = &doc_id;
             if entry.deleted {
                 self.send_delete(doc_id, entry.revision, true).await?;
                 continue;
@@ -190,8 +338,16 @@ impl Watcher {
             if let Some((content, _)) = content
                 && xxhash_rust::xxh3::xxh3_64(content.as_bytes()) == entry.hash
             {
-                self.send_upsert(doc_id, &entry.path, format, content, entry.revision, true)
-                    .await?;
+                self.send_upsert(
+                    doc_id,
+                    &entry.path,
+                    format,
+                    content,
+                    entry.revision,
+                    true,
+                    None,
+                )
+                .await?;
             }
         }
         Ok(())
@@ -375,6 +531,7 @@ impl Watcher {
                 content,
                 revision,
                 false,
+                Some(file.stamp.mtime_ns),
             )
             .await?;
             outcome.sent += 1;
@@ -382,11 +539,27 @@ impl Watcher {
         Ok(true)
     }
 
-    /// Whether a running watcher may read a changed file at `now`: a scan at least
-    /// `settle_ms` earlier saw it with the same stamp. Otherwise its stamp is noted.
+    /// Whether a running watcher may read a changed file at `now`: it was last written at
+    /// least `settle_ms` ago, or a scan at least that much earlier saw it with the same
+    /// stamp. Otherwise its stamp is noted.
     fn settled(&mut self, doc_id: &str, stamp: Stamp, now: Instant) -> bool {
         let settle = Duration::from_millis(self.config.settle_ms);
         if settle.is_zero() {
+            return true;
+        }
+        // Seen changing while it settled: still being written, so only scans that find it
+        // the same settle it (a quiet moment between two writes does not).
+        let growing = self
+            .settling
+            .get(doc_id)
+            .is_some_and(|(seen, _)| *seen != stamp);
+        let written = std::time::UNIX_EPOCH
+            + Duration::from_nanos(u64::try_from(stamp.mtime_ns).unwrap_or(u64::MAX));
+        if !growing
+            && SystemTime::now()
+                .duration_since(written)
+                .is_ok_and(|age| age >= settle)
+        {
             return true;
         }
         match self.settling.get(doc_id) {
@@ -424,15 +597,22 @@ impl Watcher {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn send_upsert(
-        &self,
+        &mut self,
         doc_id: &str,
         path: &Path,
         format: &str,
         content: String,
         revision: u64,
         resend: bool,
+        modified_ns: Option<u128>,
     ) -> anyhow::Result<()> {
+        // Freshness runs from the save.
+        let event_time = modified_ns
+            .and_then(|ns| i64::try_from(ns / 1_000_000).ok())
+            .and_then(chrono::DateTime::<chrono::Utc>::from_timestamp_millis)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
         let event = NativeEvent {
             kind: NativeType::Upsert,
             doc_id: doc_id.to_owned(),
@@ -443,20 +623,38 @@ impl Watcher {
             tenant: None,
             url: Some(path.display().to_string()),
             metadata: Default::default(),
-            event_time: None,
+            event_time,
         };
         self.send(event, resend).await
     }
 
-    async fn send_delete(&self, doc_id: &str, revision: u64, resend: bool) -> anyhow::Result<()> {
+    async fn send_delete(
+        &mut self,
+        doc_id: &str,
+        revision: u64,
+        resend: bool,
+    ) -> anyhow::Result<()> {
         self.send(NativeEvent::delete(doc_id, revision), resend)
             .await
     }
 
-    async fn send(&self, event: NativeEvent, resend: bool) -> anyhow::Result<()> {
-        self.feeder
-            .send_native(SourceId::Watch, event, resend)
-            .await
-            .map(|_| ())
+    /// Sends an event; during the start-up pass, keeps its outcome to wait for (a resend
+    /// of what is indexed already is not a change, and not waited for).
+    async fn send(&mut self, event: NativeEvent, resend: bool) -> anyhow::Result<()> {
+        match &mut self.startup {
+            Some(waiting) if !resend => {
+                let outcome = self
+                    .feeder
+                    .send_native_waiting(SourceId::Watch, event, resend)
+                    .await?;
+                waiting.push(outcome);
+                Ok(())
+            }
+            _ => self
+                .feeder
+                .send_native(SourceId::Watch, event, resend)
+                .await
+                .map(|_| ()),
+        }
     }
 }

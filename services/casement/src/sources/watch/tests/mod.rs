@@ -341,7 +341,7 @@ fn the_start_up_resend_reads_by_the_same_rules() {
     // While stopped, the known file becomes a symlink to /dev/zero.
     std::fs::remove_file(folder.path("page.md")).unwrap();
     std::os::unix::fs::symlink("/dev/zero", folder.path("page.md")).unwrap();
-    let (restarted, mut output) = folder.watcher(0, 1000);
+    let (mut restarted, mut output) = folder.watcher(0, 1000);
     within_deadline(restarted.resend_known()).unwrap();
     assert_eq!(
         sent(&mut output),
