@@ -85,9 +85,12 @@ pub struct EdgeSettings {
     pub sync_writes: bool,
     /// Compact the write-ahead log (close the engine, drop the log segments it never reads
     /// again, reopen; searches wait, nothing is lost) when it holds more than this many
-    /// bytes and more than `compact_wal_ratio` times the segments. Qdrant Edge 0.7.2 never
-    /// truncates it itself: about 3.7 KiB per point written. It is also compacted at every
-    /// open. 0: only at open.
+    /// bytes and more than `compact_wal_ratio` times the segments: the trigger is
+    /// `max(compact_wal_ratio × segments, this)`, so the disk follows the live index at
+    /// every size (a small index is not left with hundreds of MiB of log). It must be over
+    /// two log segments, which is what a compaction leaves. Qdrant Edge 0.7.2 never
+    /// truncates the log itself: about 3.7 KiB per point written. It is also compacted at
+    /// every open. 0: only at open.
     pub compact_wal_bytes: u64,
     /// The other half of the trigger: the log must also be over this multiple of the
     /// segments' bytes, so the disk stays within about (1 + this) times the live index.
@@ -109,7 +112,7 @@ impl Default for EdgeSettings {
             path: PathBuf::from("data/index"),
             index_after_points: 20_000,
             sync_writes: true,
-            compact_wal_bytes: 256 * 1024 * 1024,
+            compact_wal_bytes: 20 * 1024 * 1024,
             compact_wal_ratio: 1.0,
             wal_segment_bytes: 8 * 1024 * 1024,
             min_free_bytes: 128 * 1024 * 1024,
@@ -217,6 +220,15 @@ impl StoreConfig {
             return Err(format!(
                 "store.edge.wal_segment_bytes = {} must be at least 65536",
                 self.edge.wal_segment_bytes
+            ));
+        }
+        let two_segments = 2 * self.edge.wal_segment_bytes as u64;
+        if self.edge.compact_wal_bytes != 0 && self.edge.compact_wal_bytes < two_segments {
+            return Err(format!(
+                "store.edge.compact_wal_bytes = {} must be 0 or at least twice \
+                 store.edge.wal_segment_bytes ({two_segments}): a compaction leaves two log \
+                 segments, and a lower trigger would compact again at once",
+                self.edge.compact_wal_bytes
             ));
         }
         if !(self.edge.compact_wal_ratio.is_finite() && self.edge.compact_wal_ratio >= 0.0) {
