@@ -15,138 +15,25 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/service.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use casement_events::revision_log::LogEvent;
+use casement_store::allocated_bytes as allocated;
 use casement_testkit::{data, final_events, read_log};
 use serde_json::{Value, json};
+use support::{Service, percentile};
 
 const EDITS: usize = 1_000;
 const DOCUMENTS: usize = 5;
 
-/// Allocated bytes under `root`.
-fn allocated(root: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| match entry.metadata() {
-            Ok(meta) if meta.is_dir() => allocated(&entry.path()),
-            Ok(meta) => meta.blocks() * 512,
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[index]
-}
-
-struct Service {
-    child: Child,
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Service {
-    fn start(data_dir: &Path, args: &[&str]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_casement"))
-            .env_remove("CASEMENT_CONFIG")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .arg("run")
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .args(args)
-            .env("CASEMENT__LOG__FILTER", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start casement (make bench-disk builds it)");
-        Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn metric(&self, series: &str) -> f64 {
-        let Ok(response) = self.http.get(format!("{}/metrics", self.base)).send().await else {
-            return 0.0;
-        };
-        let text = response.text().await.unwrap_or_default();
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or(0.0)
-    }
-
-    async fn finished(&self) -> f64 {
-        let mut total = 0.0;
-        for outcome in ["applied", "deleted", "stale", "dead_lettered"] {
-            total += self
-                .metric(&format!(
-                    "casement_indexer_events_total{{outcome=\"{outcome}\"}}"
-                ))
-                .await;
-        }
-        total
-    }
-
-    async fn wait_finished(&self, events: usize, what: &str) {
-        let started = Instant::now();
-        let mut said = Instant::now();
-        loop {
-            let finished = self.finished().await;
-            if finished >= events as f64 {
-                return;
-            }
-            if said.elapsed() > Duration::from_secs(20) {
-                println!("  {what}: {finished} of {events} events finished");
-                said = Instant::now();
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(3600),
-                "{what}: not finished within an hour"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// SIGTERM and wait: the stop a user makes.
-    fn stop(mut self) {
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "casement run exited with {status}");
-    }
 }
 
 fn write_log(path: &Path, events: &[Value]) {
@@ -215,7 +102,11 @@ async fn main() {
     let first = dir.path().join("pages.jsonl");
     write_log(&first, &pages.iter().map(log_line).collect::<Vec<_>>());
     let live_dir = dir.path().join("edits");
-    let service = Service::start(&live_dir, &["--replay", first.to_str().unwrap()]);
+    let service = Service::start(
+        Some(&live_dir),
+        &["run", "--replay", first.to_str().unwrap()],
+        &[],
+    );
     service
         .wait_finished(DOCUMENTS, "the first revisions")
         .await;
@@ -334,7 +225,11 @@ async fn main() {
     let history_log: PathBuf = data("revisions/18f-handbook/all.jsonl.gz");
     let history_dir = dir.path().join("history");
     let started = Instant::now();
-    let service = Service::start(&history_dir, &["--replay", history_log.to_str().unwrap()]);
+    let service = Service::start(
+        Some(&history_dir),
+        &["run", "--replay", history_log.to_str().unwrap()],
+        &[],
+    );
     service.wait_finished(history.len(), "the history").await;
     let history_s = started.elapsed().as_secs_f64();
     let history_compactions = service.metric("casement_index_compactions_total").await;

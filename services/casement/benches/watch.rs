@@ -10,59 +10,57 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Child, Command, Stdio};
+#[path = "support/service.rs"]
+mod support;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::{Service, percentile};
 
 const PAGES: usize = 20;
 const SAVES: usize = 60;
 
-struct Service {
-    child: Child,
-    base: String,
-    http: reqwest::Client,
+/// Whether a search within `doc_id` returns a window holding `needle`.
+async fn finds(service: &Service, doc_id: &str, needle: &str) -> bool {
+    let Ok(response) = service
+        .http
+        .post(format!("{}/v1/search", service.base))
+        .json(&json!({"query": needle, "top_k": 3, "doc_ids": [doc_id]}))
+        .send()
+        .await
+    else {
+        return false;
+    };
+    let answer: Value = response.json().await.unwrap_or_default();
+    answer["windows"].as_array().is_some_and(|w| {
+        w.iter()
+            .any(|w| w["text"].as_str().unwrap_or("").contains(needle))
+    })
 }
 
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Service {
-    async fn metric(&self, series: &str) -> f64 {
-        let Ok(response) = self.http.get(format!("{}/metrics", self.base)).send().await else {
-            return 0.0;
-        };
-        let text = response.text().await.unwrap_or_default();
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or(0.0)
-    }
-
-    async fn finds(&self, doc_id: &str, needle: &str) -> bool {
-        let Ok(response) = self
-            .http
-            .post(format!("{}/v1/search", self.base))
-            .json(&json!({"query": needle, "top_k": 3, "doc_ids": [doc_id]}))
-            .send()
-            .await
-        else {
-            return false;
-        };
-        let answer: Value = response.json().await.unwrap_or_default();
-        answer["windows"].as_array().is_some_and(|w| {
-            w.iter()
-                .any(|w| w["text"].as_str().unwrap_or("").contains(needle))
+/// The live freshness histogram's cumulative buckets: (upper bound, count).
+async fn buckets(service: &Service) -> Vec<(String, f64)> {
+    let text = service
+        .http
+        .get(format!("{}/metrics", service.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("casement_indexer_freshness_seconds_bucket{")?;
+            if !rest.contains("origin=\"live\"") {
+                return None;
+            }
+            let le = rest.split("le=\"").nth(1)?.split('"').next()?.to_owned();
+            let count = line.rsplit(' ').next()?.parse().ok()?;
+            Some((le, count))
         })
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[index]
+        .collect()
 }
 
 fn page(i: usize, extra: &str) -> String {
@@ -80,38 +78,32 @@ async fn main() {
     for i in 0..PAGES {
         std::fs::write(docs.join(format!("office-{i:02}.md")), page(i, "")).unwrap();
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_casement"))
-        .env_remove("CASEMENT_CONFIG")
-        .env("CASEMENT__LOG__FILTER", "warn")
-        .env("CASEMENT__SOURCES__WATCH__DOC_ID_PREFIX", "kb:")
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .args(["run", "--listen", &format!("127.0.0.1:{port}"), "--watch"])
-        .arg(&docs)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start casement (make bench-watch builds it)");
-    let service = Service {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        http: reqwest::Client::new(),
-    };
+    let service = Service::start(
+        Some(&dir.path().join("data")),
+        &["run", "--watch", docs.to_str().unwrap()],
+        &[("CASEMENT__SOURCES__WATCH__DOC_ID_PREFIX", "kb:")],
+    );
     let started = Instant::now();
-    while !service.finds("kb:office-19", "floor 19").await {
+    while !finds(&service, "kb:office-19", "floor 19").await {
         assert!(
             started.elapsed() < Duration::from_secs(300),
             "the pages were never indexed"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Every page's first revision finished and counted (not only the last one found).
+    service.wait_finished(PAGES, "the pages").await;
+    while service
+        .metric("casement_indexer_freshness_seconds_count{origin=\"live\"}")
+        .await
+        < PAGES as f64
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let live = "casement_indexer_freshness_seconds_sum{origin=\"live\"}";
     let live_count = "casement_indexer_freshness_seconds_count{origin=\"live\"}";
     let (sum_before, count_before) = (service.metric(live).await, service.metric(live_count).await);
+    let buckets_before = buckets(&service).await;
     let mut latencies = Vec::new();
     for save in 0..SAVES {
         let i = save % PAGES;
@@ -120,7 +112,7 @@ async fn main() {
         let doc_id = format!("kb:office-{i:02}");
         let saved = Instant::now();
         std::fs::write(&path, page(i, &token)).unwrap();
-        while !service.finds(&doc_id, &token).await {
+        while !finds(&service, &doc_id, &token).await {
             assert!(
                 saved.elapsed() < Duration::from_secs(30),
                 "save {save} never searchable"
@@ -134,6 +126,13 @@ async fn main() {
     // The histogram's figures for the same saves.
     let (sum_after, count_after) = (service.metric(live).await, service.metric(live_count).await);
     let counted = count_after - count_before;
+    let buckets_after = buckets(&service).await;
+    let spread: Vec<String> = buckets_after
+        .iter()
+        .zip(&buckets_before)
+        .map(|((le, after), (_, before))| format!("le {le}: {}", after - before))
+        .collect();
+    println!("freshness buckets over the saves: {}", spread.join(", "));
     let histogram_mean_ms = (sum_after - sum_before) / counted.max(1.0) * 1000.0;
     let measured_mean_ms = latencies.iter().sum::<f64>() / latencies.len() as f64;
     latencies.sort_by(f64::total_cmp);

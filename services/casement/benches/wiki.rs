@@ -14,70 +14,32 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/service.rs"]
+mod support;
+
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use casement_testkit::wiki::{StreamStandIn, WikiRevision, WikiStandIn, page_change, wiki_history};
 use casement_testkit::{data, read_log};
 use casement_text::{Format, Revision, TextConfig, plan_upsert};
 use serde_json::{Value, json};
+use support::{Service, percentile};
 
 const WIKI: &str = "handbookwiki";
 const DOMAIN: &str = "handbook.wiki.example";
 const LIVE_EDITS: usize = 100;
 
-struct Service {
-    child: Child,
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Service {
-    async fn metric(&self, series: &str) -> f64 {
-        let Ok(response) = self.http.get(format!("{}/metrics", self.base)).send().await else {
-            return 0.0;
-        };
-        let text = response.text().await.unwrap_or_default();
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or(0.0)
-    }
-
-    async fn finished(&self) -> f64 {
-        let mut total = 0.0;
-        for outcome in ["applied", "deleted", "stale", "dead_lettered"] {
-            total += self
-                .metric(&format!(
-                    "casement_indexer_events_total{{outcome=\"{outcome}\"}}"
-                ))
-                .await;
-        }
-        total
-    }
-
-    async fn revision(&self, doc_id: &str) -> Option<u64> {
-        let response = self
-            .http
-            .get(format!("{}/v1/documents/{doc_id}", self.base))
-            .send()
-            .await
-            .ok()?;
-        let answer: Value = response.json().await.ok()?;
-        answer["revision"].as_u64()
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[index]
+/// The revision of `doc_id` the service serves.
+async fn revision(service: &Service, doc_id: &str) -> Option<u64> {
+    let response = service
+        .http
+        .get(format!("{}/v1/documents/{doc_id}", service.base))
+        .send()
+        .await
+        .ok()?;
+    let answer: Value = response.json().await.ok()?;
+    answer["revision"].as_u64()
 }
 
 /// Sentences a whole-page re-embed would embed: every sentence of every upserted revision.
@@ -139,27 +101,8 @@ async fn main() {
         ),
     )
     .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_casement"))
-        .arg("--config")
-        .arg(&config)
-        .arg("run")
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .env("CASEMENT__LOG__FILTER", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start casement (make bench-wiki builds it)");
-    let service = Service {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        http: reqwest::Client::new(),
-    };
+    let service = Service::start(None, &["--config", config.to_str().unwrap(), "run"], &[]);
     // The backlog, from the first event finished (the model loaded) to the last.
     let mut first = None;
     let mut last_report = Instant::now();
@@ -223,7 +166,7 @@ async fn main() {
         let published = Instant::now();
         stream.push(&page_change(WIKI, DOMAIN, "edit", &edit, dt));
         loop {
-            if service.revision(&doc_id).await == Some(edit.rev_id) {
+            if revision(&service, &doc_id).await == Some(edit.rev_id) {
                 break;
             }
             assert!(

@@ -62,7 +62,11 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
     if !folders.is_empty() {
         let mut watch = config.watch();
         watch.dirs = folders;
-        let mut watcher = Watcher::new(watch, &config.data_dir, engine.feeder.clone());
+        crate::sources::watch::check_dirs(&watch.dirs)?;
+        // A folder that lists nothing while documents indexed from it are live deletes
+        // nothing (said below); the rest is a bulk load.
+        let mut watcher = Watcher::new(watch, &config.data_dir, engine.feeder.bulk())
+            .with_guard(engine.guard.clone());
         documents = watcher.poll().await? as u64;
         progress::follow(
             "indexing documents",
@@ -71,6 +75,13 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
             documents,
         )
         .await;
+    }
+    let kept = engine.guard.held();
+    if kept > 0 {
+        eprintln!(
+            "kept {kept} documents of folders that list no file (not mounted?): nothing was \
+             deleted; `casement run` on them holds them the same way until released"
+        );
     }
     engine.store().set_bulk(false);
     let building = Instant::now();

@@ -398,7 +398,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 out.display(),
                 manifest.files.len(),
                 manifest.bytes() as f64 / (1024.0 * 1024.0),
-                casement::snapshot::allocated_bytes(&out) as f64 / (1024.0 * 1024.0),
+                casement_store::allocated_bytes(&out) as f64 / (1024.0 * 1024.0),
                 started.elapsed().as_secs_f64()
             );
             Ok(())

@@ -265,23 +265,6 @@ pub fn verify(from: &Path) -> anyhow::Result<Manifest> {
     Ok(manifest)
 }
 
-/// Bytes allocated on disk under `root` (blocks, not lengths: sparse files count what they
-/// hold).
-pub fn allocated_bytes(root: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(root) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| match entry.metadata() {
-            Ok(meta) if meta.is_dir() => allocated_bytes(&entry.path()),
-            Ok(meta) => meta.blocks() * 512,
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 fn edge_path(config: &CasementConfig) -> anyhow::Result<PathBuf> {
     let store = config.store();
     if store.backend != casement_store::Backend::Edge {

@@ -66,6 +66,8 @@ pub struct Feeder {
     offsets: Offsets,
     next: Arc<HashMap<SourceId, Mutex<i64>>>,
     metrics: LocalMetrics,
+    /// Everything it sends is a bulk load (`casement backfill`'s folders).
+    bulk: bool,
 }
 
 impl Feeder {
@@ -92,6 +94,17 @@ impl Feeder {
             offsets,
             next: Arc::new(next),
             metrics,
+            bulk: false,
+        }
+    }
+
+    /// The same feeder, marking everything it sends as part of a bulk load (a backfill's
+    /// folders: freshness counted as `bulk`, deletes not counted by the mass-deletion
+    /// guard).
+    pub fn bulk(&self) -> Self {
+        Self {
+            bulk: true,
+            ..self.clone()
         }
     }
 
@@ -217,7 +230,7 @@ impl Feeder {
         let offset = *next;
         // A live edit's freshness runs from the change at the source; a bulk load's from
         // when it was read (its changes are history).
-        let live = source.is_live() && !resend;
+        let live = source.is_live() && !resend && !self.bulk;
         let now = now_ms();
         let origin = Origin {
             source,
@@ -228,7 +241,7 @@ impl Feeder {
                 now
             }),
             // A replay, a backfill and the start-up resends are bulk loads.
-            bulk: !source.is_live() || resend,
+            bulk: !live,
         };
         self.offsets.started(&origin);
         let message = SourceMessage {

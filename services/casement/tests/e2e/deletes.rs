@@ -99,12 +99,25 @@ async fn an_emptied_folder_keeps_its_documents_until_an_operator_releases_them()
     assert_eq!(status, 200, "{body}");
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["held"], 19);
 
-    // The operator releases them: deleted.
-    let (status, body) = client
+    // Without the operator's key the release is refused; with it (`casement
+    // release-deletes`), they are deleted.
+    let (status, _) = Client::new(&casement.base)
         .post_raw("/v1/admin/deletes/release", Vec::new())
         .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["released"], 19, "{body}");
+    assert_eq!(status, 401);
+    let release = Command::new(env!("CARGO_BIN_EXE_casement"))
+        .env_remove("CASEMENT_CONFIG")
+        .env("CASEMENT_API_KEY", OPERATOR_KEY)
+        .args(["release-deletes", "--url", &casement.base])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&release.stdout);
+    assert!(
+        release.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&release.stderr)
+    );
+    assert!(said.contains("released: 19"), "{said}");
     eventually(Duration::from_secs(60), "the 19 pages deleted", || async {
         for page in &pages[1..] {
             if live(&client, page).await {

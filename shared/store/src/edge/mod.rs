@@ -15,6 +15,7 @@ mod snapshot;
 mod store;
 mod write;
 
+pub use read::disk_usage as allocated_bytes;
 pub use snapshot::{ClosedStore, copy_sparse, copy_tree};
 
 use std::path::{Path, PathBuf};

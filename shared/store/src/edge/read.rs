@@ -336,7 +336,7 @@ pub(crate) fn disk_usage_of(path: &Path) -> DiskUsage {
 
 /// Bytes allocated on disk under `path` (allocated blocks, not file lengths: the
 /// write-ahead log preallocates its segments sparsely).
-fn disk_usage(path: &Path) -> u64 {
+pub fn disk_usage(path: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(path) else {
         return 0;

@@ -479,8 +479,14 @@ impl Watcher {
         if self.reported_as_is(&file) {
             return Ok(false);
         }
+        // The modification time says when the last write was only when it moved past the
+        // one indexed: a file truncated for a rewrite can show its new length under its old
+        // time for a moment.
+        let time_moved = known
+            .as_ref()
+            .is_none_or(|e| file.stamp.mtime_ns > e.mtime_ns);
         if let Some(now) = now
-            && !self.settled(&file.doc_id, file.stamp, now)
+            && !self.settled(&file.doc_id, file.stamp, now, time_moved)
         {
             return Ok(false);
         }
@@ -540,9 +546,9 @@ impl Watcher {
     }
 
     /// Whether a running watcher may read a changed file at `now`: it was last written at
-    /// least `settle_ms` ago, or a scan at least that much earlier saw it with the same
-    /// stamp. Otherwise its stamp is noted.
-    fn settled(&mut self, doc_id: &str, stamp: Stamp, now: Instant) -> bool {
+    /// least `settle_ms` ago (by a modification time that moved: `time_moved`), or a scan
+    /// at least that much earlier saw it with the same stamp. Otherwise its stamp is noted.
+    fn settled(&mut self, doc_id: &str, stamp: Stamp, now: Instant, time_moved: bool) -> bool {
         let settle = Duration::from_millis(self.config.settle_ms);
         if settle.is_zero() {
             return true;
@@ -556,6 +562,7 @@ impl Watcher {
         let written = std::time::UNIX_EPOCH
             + Duration::from_nanos(u64::try_from(stamp.mtime_ns).unwrap_or(u64::MAX));
         if !growing
+            && time_moved
             && SystemTime::now()
                 .duration_since(written)
                 .is_ok_and(|age| age >= settle)

@@ -351,3 +351,44 @@ fn the_start_up_resend_reads_by_the_same_rules() {
 }
 
 mod links;
+
+/// A file rewritten in place (truncated, then written) can be seen between the two, with
+/// its new length under its old modification time: that is not a settled file (before,
+/// it was read empty and indexed as an empty revision).
+#[test]
+fn a_file_seen_truncated_under_its_old_time_is_not_read() {
+    let folder = Folder::new();
+    let (mut watcher, mut output) = folder.watcher(100, 1 << 20);
+    folder.write("page.md", "# Page\n\nThe first text of the page.\n");
+    let old = std::fs::metadata(folder.path("page.md"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    // Long settled: read at once.
+    std::thread::sleep(Duration::from_millis(150));
+    let start = Instant::now();
+    assert_eq!(within_deadline(watcher.scan(Some(start))).unwrap().sent, 1);
+    sent(&mut output);
+    // Truncated, its time not moved yet.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(folder.path("page.md"))
+        .unwrap();
+    file.set_modified(old).unwrap();
+    drop(file);
+    std::thread::sleep(Duration::from_millis(150));
+    let at = |ms: u64| start + Duration::from_millis(ms);
+    assert_eq!(within_deadline(watcher.scan(Some(at(200)))).unwrap().sent, 0);
+    // The write lands: read once it has settled, whole.
+    folder.write("page.md", "# Page\n\nThe second text of the page.\n");
+    assert_eq!(within_deadline(watcher.scan(Some(at(250)))).unwrap().sent, 0);
+    assert_eq!(within_deadline(watcher.scan(Some(at(400)))).unwrap().sent, 1);
+    assert_eq!(
+        sent(&mut output),
+        [(
+            "page".into(),
+            Some("# Page\n\nThe second text of the page.\n".into())
+        )]
+    );
+}
