@@ -178,6 +178,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/admin/deletes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** How many deletes the mass-deletion guard holds (all-in-one only) */
+        get: operations["heldDeletes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/deletes/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Apply the deletes the mass-deletion guard holds, and let deletes through for one window (all-in-one only)
+         * @description Deletes past sources.max_delete_share of the index's live documents from one source within sources.delete_window_secs, and the documents of a watched folder that lists no file, are held until this is called. The body is ignored; send it as JSON.
+         */
+        post: operations["releaseDeletes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -410,6 +447,13 @@ export interface components {
             mrr?: number;
             failures?: number;
         } | null;
+        HeldDeletes: {
+            held: number;
+        };
+        ReleasedDeletes: {
+            /** @description How many deletes were held */
+            released: number;
+        };
     };
     responses: {
         /** @description What was wrong */
@@ -840,6 +884,95 @@ export interface operations {
             };
             /** @description The kept settings no longer load */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    heldDeletes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deletes held now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeldDeletes"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The admin routes are off (no operator key is configured), or a key bound to a tenant */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    releaseDeletes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description Released */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReleasedDeletes"];
+                };
+            };
+            /** @description Missing or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The admin routes are off (no operator key is configured), a key bound to a tenant, or a request from another origin (a web page) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Not sent as JSON (Content-Type: application/json) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
