@@ -379,11 +379,20 @@ fn a_file_seen_truncated_under_its_old_time_is_not_read() {
     drop(file);
     std::thread::sleep(Duration::from_millis(150));
     let at = |ms: u64| start + Duration::from_millis(ms);
-    assert_eq!(within_deadline(watcher.scan(Some(at(200)))).unwrap().sent, 0);
+    assert_eq!(
+        within_deadline(watcher.scan(Some(at(200)))).unwrap().sent,
+        0
+    );
     // The write lands: read once it has settled, whole.
     folder.write("page.md", "# Page\n\nThe second text of the page.\n");
-    assert_eq!(within_deadline(watcher.scan(Some(at(250)))).unwrap().sent, 0);
-    assert_eq!(within_deadline(watcher.scan(Some(at(400)))).unwrap().sent, 1);
+    assert_eq!(
+        within_deadline(watcher.scan(Some(at(250)))).unwrap().sent,
+        0
+    );
+    assert_eq!(
+        within_deadline(watcher.scan(Some(at(400)))).unwrap().sent,
+        1
+    );
     assert_eq!(
         sent(&mut output),
         [(
