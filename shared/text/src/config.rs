@@ -23,6 +23,14 @@ pub struct TextConfig {
     pub code_blocks: CodeBlocks,
     /// Sentences on each side of a sentence in its window, clamped to the section.
     pub window_radius: usize,
+    /// Most estimated tokens a window grows to when it takes in the rest of a list or
+    /// table and the sentence that introduces it (a radius window is never cut by it).
+    pub window_max_tokens: usize,
+    /// Template languages whose tags are removed from Markdown (`liquid`, `hugo`, `mdx`).
+    pub templates: Vec<crate::extract::TemplateSet>,
+    /// The operator's own rewrites, applied before parsing (`[[text.markup_rules]]`:
+    /// `pattern`, `replace`, `doc_prefix`).
+    pub markup_rules: Vec<crate::extract::MarkupRule>,
 }
 
 impl Default for TextConfig {
@@ -32,6 +40,13 @@ impl Default for TextConfig {
             max_sentence_tokens: 200,
             code_blocks: CodeBlocks::Keep,
             window_radius: 3,
+            window_max_tokens: 400,
+            templates: vec![
+                crate::extract::TemplateSet::Liquid,
+                crate::extract::TemplateSet::Hugo,
+                crate::extract::TemplateSet::Mdx,
+            ],
+            markup_rules: Vec::new(),
         }
     }
 }
@@ -51,17 +66,34 @@ impl TextConfig {
                 self.window_radius
             ));
         }
+        if !(16..=8192).contains(&self.window_max_tokens) {
+            return Err(format!(
+                "window_max_tokens = {} must be between 16 and 8192",
+                self.window_max_tokens
+            ));
+        }
+        self.markup()?;
         if self.language.is_empty() {
             return Err("language must not be empty".to_owned());
         }
         Ok(())
     }
 
-    /// Everything that decides segmentation, as bytes to hash into section hashes.
+    /// The template sets and rules, compiled (an error names a rule that does not).
+    pub fn markup(&self) -> Result<crate::extract::Markup, String> {
+        crate::extract::Markup::new(&self.templates, &self.markup_rules)
+    }
+
+    /// Everything that decides segmentation, as bytes to hash into section hashes. `seg-v2`:
+    /// list markers and template stripping in the citation text.
     pub(crate) fn segmentation_fingerprint(&self) -> String {
-        format!(
-            "seg-v1|{}|{}|{:?}",
-            self.language, self.max_sentence_tokens, self.code_blocks
-        )
+        let mut fingerprint = format!(
+            "seg-v2|{}|{}|{:?}|{:?}",
+            self.language, self.max_sentence_tokens, self.code_blocks, self.templates
+        );
+        for rule in &self.markup_rules {
+            fingerprint.push_str(&format!("|{}\u{1f}{}\u{1f}{}", rule.pattern, rule.replace, rule.doc_prefix));
+        }
+        fingerprint
     }
 }

@@ -10,6 +10,9 @@ pub enum Error {
         bytes: usize,
         limit: usize,
     },
+    /// Settings that cannot be used (checked at start by `TextConfig::validate`).
+    #[error("text settings: {message}")]
+    Config { message: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

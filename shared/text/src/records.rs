@@ -6,6 +6,7 @@
 //! text before a sentence does not change its id.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -13,8 +14,8 @@ use uuid::Uuid;
 use crate::config::TextConfig;
 use crate::document::DocRef;
 use crate::hashing::{Hasher128, hash_hex};
-use crate::segmenter::{Section, SegmentedRevision};
-use crate::window::window_range;
+use crate::segmenter::{Section, SegmentedRevision, Unit};
+use crate::window::structured_window;
 
 /// Namespace of Casement point ids (a fixed random UUID; changing it changes every id).
 pub const POINT_ID_NAMESPACE: Uuid = Uuid::from_u128(0x6b1f_2c0e_8a44_4d4b_9b52_3c1e_a0d7_5e21);
@@ -65,6 +66,40 @@ pub struct SentenceRecord {
     pub text_hash: String,
     /// Hash of the embedding input (`context` + sentence): equal hash, same vector.
     pub embed_hash: String,
+    /// Where the sentence and its window came from, and the window's structure and links.
+    #[serde(flatten)]
+    pub cite: Citation,
+}
+
+/// What ties a sentence point back to its source: offsets into the content as submitted
+/// and the window's links. Absent (default) in points written before they were kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Citation {
+    /// Characters (Unicode scalar values) of the content as submitted that produced the
+    /// sentence (half-open).
+    pub source_start: Option<usize>,
+    pub source_end: Option<usize>,
+    /// The same for the whole window.
+    pub window_source_start: Option<usize>,
+    pub window_source_end: Option<usize>,
+    /// The window's sentences in its section (half-open): wider than the radius when it
+    /// takes in a list or table (`window::structured_window`).
+    pub window_sentences: Option<[u32; 2]>,
+    /// Where the sentence sits in its section's lists and tables (`line_start` in
+    /// characters of the citation text).
+    pub unit: Unit,
+    /// Links inside the window, by characters of the citation text.
+    pub links: Vec<RecordLink>,
+}
+
+/// A link of a window: its text's characters in the citation text and its target, as the
+/// content wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordLink {
+    pub start: usize,
+    pub end: usize,
+    pub url: String,
 }
 
 impl SentenceRecord {
@@ -103,6 +138,7 @@ impl SentenceRecord {
             context_source,
             text_hash,
             embed_hash,
+            cite,
         } = self;
         *id == other.id
             && *doc_id == other.doc_id
@@ -125,6 +161,7 @@ impl SentenceRecord {
             && *context_source == other.context_source
             && *text_hash == other.text_hash
             && *embed_hash == other.embed_hash
+            && *cite == other.cite
     }
 }
 
@@ -205,7 +242,29 @@ pub fn build_records_with(
             let sentence = &segmented.text[range.clone()];
             let occurrence = occurrences.entry(sentence).or_insert(0);
             let text_hash = hash_hex(sentence.as_bytes());
-            let window = window_range(&section.sentences, index, config.window_radius);
+            let window_sentences = structured_window(
+                &segmented.text,
+                &section.sentences,
+                &section.units,
+                index,
+                config.window_radius,
+                config.window_max_tokens,
+            );
+            let unit_at = |i: usize| section.units.get(i).copied().unwrap_or_default();
+            let window_start = unit_at(window_sentences.start)
+                .line_start
+                .unwrap_or(section.sentences[window_sentences.start].start);
+            let window = window_start..section.sentences[window_sentences.end - 1].end;
+            let sources: Vec<&Range<usize>> = section
+                .sources
+                .get(window_sentences.clone())
+                .unwrap_or_default()
+                .iter()
+                .flatten()
+                .collect();
+            let source = section.sources.get(index).cloned().flatten();
+            let mut unit = unit_at(index);
+            unit.line_start = unit.line_start.map(|b| chars.of(b));
             let mut embed = Hasher128::new();
             embed.field(context.as_bytes());
             embed.field(sentence.as_bytes());
@@ -241,6 +300,25 @@ pub fn build_records_with(
                 context_source: context_source.clone(),
                 text_hash,
                 embed_hash: embed.hex(),
+                cite: Citation {
+                    source_start: source.as_ref().map(|r| r.start),
+                    source_end: source.as_ref().map(|r| r.end),
+                    window_source_start: sources.iter().map(|r| r.start).min(),
+                    window_source_end: sources.iter().map(|r| r.end).max(),
+                    window_sentences: (!section.units.is_empty())
+                        .then_some([window_sentences.start as u32, window_sentences.end as u32]),
+                    unit,
+                    links: segmented
+                        .links
+                        .iter()
+                        .filter(|l| window.start <= l.range.start && l.range.end <= window.end)
+                        .map(|l| RecordLink {
+                            start: chars.of(l.range.start),
+                            end: chars.of(l.range.end),
+                            url: l.url.clone(),
+                        })
+                        .collect(),
+                },
             });
             *occurrence += 1;
         }

@@ -30,6 +30,29 @@ pub struct Section {
     pub range: Range<usize>,
     /// Sentence byte ranges in the citation text.
     pub sentences: Vec<Range<usize>>,
+    /// Per sentence: where it sits in the section's lists and tables (empty when unknown,
+    /// as in an index written before structure was kept: windows are then radius windows).
+    pub units: Vec<Unit>,
+    /// Per sentence: the characters of the content as submitted that produced it.
+    pub sources: Vec<Option<Range<usize>>>,
+}
+
+/// Where a sentence sits in its section's structure: what structure-aware windows read
+/// (`window::structured_window`). Stored with each sentence point.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Unit {
+    /// The sentence's block, counted from 0 in its section.
+    pub block: u32,
+    /// The list or table the sentence is in, counted from 0 in its section.
+    pub group: Option<u32>,
+    /// The list or table that this sentence's paragraph introduces (the paragraph just
+    /// before it).
+    pub leads: Option<u32>,
+    /// Where the sentence's line starts (before a list item's indentation and marker),
+    /// when the sentence opens a block that has them: a byte offset in a segmentation, a
+    /// character offset in a stored record.
+    pub line_start: Option<usize>,
 }
 
 /// A revision after extraction and segmentation: what the differ compares with the index.
@@ -43,6 +66,8 @@ pub struct SegmentedRevision {
     /// The revision's metadata, as given.
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub text: String,
+    /// Links in the citation text (byte ranges) and where they point, as written.
+    pub links: Vec<crate::extract::Link>,
     pub sections: Vec<Section>,
     /// How many sections kept the sentence boundaries of the indexed revision.
     pub reused_sections: usize,
@@ -84,7 +109,10 @@ pub fn segment_reusing(
             limit: MAX_DOCUMENT_BYTES,
         });
     }
-    let extracted = extract::extract(revision.format, &revision.content);
+    let markup = config.markup().map_err(|message| Error::Config { message })?;
+    let extracted =
+        extract::extract_with(revision.format, &revision.content, &revision.doc_id, &markup);
+    let source_chars = crate::records::CharOffsets::new(&revision.content);
     let title = revision
         .title
         .clone()
@@ -121,6 +149,15 @@ pub fn segment_reusing(
                 })
                 .collect(),
         };
+        let units = units_of(&draft.blocks, &sentences);
+        let sources = sentences
+            .iter()
+            .map(|s| {
+                extracted
+                    .source_range(s.clone())
+                    .map(|r| source_chars.of(r.start)..source_chars.of(r.end))
+            })
+            .collect();
         sections.push(Section {
             id: draft.id,
             ordinal: sections.len() as u32,
@@ -128,6 +165,8 @@ pub fn segment_reusing(
             content_hash,
             range,
             sentences,
+            units,
+            sources,
         });
     }
     Ok(SegmentedRevision {
@@ -137,10 +176,53 @@ pub fn segment_reusing(
         url: revision.url.clone(),
         tenant: revision.tenant.clone(),
         metadata: revision.metadata.clone(),
+        links: extracted.links,
         text: extracted.text,
         sections,
         reused_sections,
     })
+}
+
+/// The structure of each sentence of a section whose blocks are `blocks`.
+fn units_of(blocks: &[&Block], sentences: &[Range<usize>]) -> Vec<Unit> {
+    // Lists and tables renumbered from 0 in the section, in order of appearance.
+    let mut groups: Vec<u32> = Vec::new();
+    let mut local = |group: Option<u32>| {
+        group.map(|g| match groups.iter().position(|&x| x == g) {
+            Some(i) => i as u32,
+            None => {
+                groups.push(g);
+                groups.len() as u32 - 1
+            }
+        })
+    };
+    let block_groups: Vec<Option<u32>> = blocks.iter().map(|b| local(b.group)).collect();
+    let mut units = Vec::with_capacity(sentences.len());
+    let mut b = 0;
+    let mut opened = usize::MAX;
+    for sentence in sentences {
+        while b + 1 < blocks.len() && blocks[b].range.end <= sentence.start {
+            b += 1;
+        }
+        let block = blocks.get(b);
+        let next_group = block_groups.get(b + 1).copied().flatten();
+        let group = block_groups.get(b).copied().flatten();
+        let leads = match block.map(|x| x.kind) {
+            Some(BlockKind::Paragraph) if group.is_none() => next_group,
+            _ => None,
+        };
+        let line_start = block
+            .filter(|x| x.line_start < x.range.start && opened != b)
+            .map(|x| x.line_start);
+        opened = b;
+        units.push(Unit {
+            block: b as u32,
+            group,
+            leads,
+            line_start,
+        });
+    }
+    units
 }
 
 struct SectionDraft<'a> {
@@ -194,7 +276,9 @@ fn section_hash(fingerprint: &str, extracted: &ExtractedText, blocks: &[&Block])
     hasher.field(fingerprint.as_bytes());
     for block in blocks {
         hasher.field(format!("{:?}", block.kind).as_bytes());
-        hasher.field(extracted.block_text(block).as_bytes());
+        // From the line start: a list item's marker and nesting are in its windows.
+        hasher.field(extracted.text[block.line_start..block.range.end].as_bytes());
+        hasher.field(&[u8::from(block.group.is_some())]);
     }
     hasher.hex()
 }

@@ -14,7 +14,8 @@ use std::ops::Range;
 
 use crate::document::DocumentState;
 use crate::records::SentenceRecord;
-use crate::segmenter::{Section, SegmentedRevision};
+use crate::extract::Link;
+use crate::segmenter::{Section, SegmentedRevision, Unit};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum StoredError {
@@ -119,6 +120,22 @@ pub fn segmented_from_records(
             .iter()
             .map(|r| byte(r.char_start)..byte(r.char_end))
             .collect();
+        // Structure is known when the records were written with it.
+        let units = if members.iter().all(|r| r.cite.window_sentences.is_some()) {
+            members
+                .iter()
+                .map(|r| Unit {
+                    line_start: r.cite.unit.line_start.map(byte),
+                    ..r.cite.unit
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let sources = members
+            .iter()
+            .map(|r| Some(r.cite.source_start?..r.cite.source_end?))
+            .collect();
         rebuilt.push(Section {
             id: first.section_id.clone(),
             ordinal,
@@ -126,10 +143,23 @@ pub fn segmented_from_records(
             content_hash: first.section_hash.clone(),
             range: byte(first.section_char_start)..byte(last.char_end),
             sentences,
+            units,
+            sources,
         });
     }
+    let mut links: Vec<Link> = records
+        .iter()
+        .flat_map(|r| &r.cite.links)
+        .map(|l| Link {
+            range: byte(l.start)..byte(l.end),
+            url: l.url.clone(),
+        })
+        .collect();
+    links.sort_by(|a, b| (a.range.start, a.range.end, &a.url).cmp(&(b.range.start, b.range.end, &b.url)));
+    links.dedup();
     let first = records.first();
     Ok(SegmentedRevision {
+        links,
         doc_id: state.doc_id.clone(),
         revision: state.revision,
         title: first.map_or_else(|| state.title.clone(), |r| r.title.clone()),

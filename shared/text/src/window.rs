@@ -16,6 +16,78 @@ pub fn window_range(sentences: &[Range<usize>], index: usize, radius: usize) -> 
     sentences[indices.start].start..sentences[indices.end - 1].end
 }
 
+/// Sentence indices of the window around sentence `index` of a section whose sentences
+/// are `sentences` (byte ranges in `text`) with structure `units`: the radius window, grown
+/// so that it never holds an item of a list (or a row of a table) without the sentence that
+/// introduces the list, then by whole items of that list in order, while the window stays
+/// within `max_tokens` estimated tokens. When the introduction cannot be reached within
+/// them, a list the hit is not in is cut away from the window instead; a hit inside such a
+/// list keeps its radius window. Without units, the radius window.
+pub fn structured_window(
+    text: &str,
+    sentences: &[Range<usize>],
+    units: &[crate::segmenter::Unit],
+    index: usize,
+    radius: usize,
+    max_tokens: usize,
+) -> Range<usize> {
+    let base = window_indices(index, sentences.len(), radius);
+    if units.len() != sentences.len() || units.iter().all(|u| u.group.is_none()) {
+        return base;
+    }
+    let tokens = |range: &Range<usize>| {
+        crate::tokens::estimate_tokens(&text[sentences[range.start].start..sentences[range.end - 1].end])
+    };
+    // The end (exclusive) of the block of sentence `i`.
+    let block_end = |i: usize| {
+        let block = units[i].block;
+        (i..sentences.len())
+            .find(|&j| units[j].block != block)
+            .unwrap_or(sentences.len())
+    };
+    let mut range = base.clone();
+    let mut done: Vec<u32> = Vec::new();
+    loop {
+        let Some(group) = (range.clone())
+            .filter_map(|i| units[i].group.or(units[i].leads))
+            .find(|g| !done.contains(g))
+        else {
+            break;
+        };
+        done.push(group);
+        let members: Vec<usize> = (0..sentences.len())
+            .filter(|&i| units[i].group == Some(group))
+            .collect();
+        let (Some(&first), Some(&last)) = (members.first(), members.last()) else {
+            continue;
+        };
+        let lead = (0..first).rev().find(|&i| units[i].leads == Some(group));
+        let start = lead.unwrap_or(first);
+        // The introduction, the items up to the window's last one (whole), the window.
+        let through = (range.end - 1).max(start).min(last.max(range.end - 1));
+        let wanted = range.start.min(start)..range.end.max(block_end(through.min(last)));
+        if tokens(&wanted) <= max_tokens || wanted == range {
+            range = wanted;
+            // Then the list's next items, whole, while they fit.
+            while range.end <= last {
+                let next = range.start..block_end(range.end);
+                if tokens(&next) > max_tokens {
+                    break;
+                }
+                range = next;
+            }
+        } else if units[index].group != Some(group) && units[index].leads != Some(group) {
+            // The list cannot come whole enough: the window stops short of it.
+            if first > index {
+                range.end = range.end.min(start).max(index + 1);
+            } else {
+                range.start = range.start.max(last + 1).min(index);
+            }
+        }
+    }
+    range
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -27,6 +99,52 @@ mod tests {
         assert_eq!(window_indices(9, 10, 3), 6..10);
         assert_eq!(window_indices(0, 1, 3), 0..1);
         assert_eq!(window_indices(2, 5, 0), 2..3);
+    }
+
+    fn section(blocks: &[(&str, Option<u32>, bool)]) -> (String, Vec<Range<usize>>, Vec<crate::segmenter::Unit>) {
+        let mut text = String::new();
+        let mut sentences = Vec::new();
+        let mut units = Vec::new();
+        for (b, (sentence, group, leads)) in blocks.iter().enumerate() {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            sentences.push(text.len()..text.len() + sentence.len());
+            text.push_str(sentence);
+            units.push(crate::segmenter::Unit {
+                block: b as u32,
+                group: *group,
+                leads: if *leads { Some(0) } else { None },
+                line_start: None,
+            });
+        }
+        (text, sentences, units)
+    }
+
+    #[test]
+    fn a_window_with_a_list_item_holds_its_introduction_and_whole_list() {
+        let (text, sentences, units) = section(&[
+            ("Intro one.", None, false),
+            ("Intro two.", None, false),
+            ("Where you can book:", None, true),
+            ("1. First.", Some(0), false),
+            ("2. Second.", Some(0), false),
+            ("3. Third.", Some(0), false),
+            ("4. Fourth.", Some(0), false),
+            ("5. Fifth.", Some(0), false),
+            ("After.", None, false),
+        ]);
+        // A hit on the fifth item at radius 1: lead-in and every item.
+        assert_eq!(structured_window(&text, &sentences, &units, 7, 1, 400), 2..9);
+        // A hit on the lead-in: the whole list follows it.
+        assert_eq!(structured_window(&text, &sentences, &units, 2, 0, 400), 2..8);
+        // A cap too small for the list: a window after it that would hold its last items
+        // without the lead-in stops short of the list.
+        assert_eq!(structured_window(&text, &sentences, &units, 8, 2, 12), 8..9);
+        // One that holds the lead-in already keeps what it holds.
+        assert_eq!(structured_window(&text, &sentences, &units, 0, 3, 12), 0..4);
+        // A hit inside it keeps its radius window.
+        assert_eq!(structured_window(&text, &sentences, &units, 6, 1, 12), 5..8);
     }
 
     #[test]

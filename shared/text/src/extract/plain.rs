@@ -6,7 +6,10 @@ use super::builder::{BlockKind, ExtractedText, TextBuilder};
 
 pub fn extract(content: &str) -> ExtractedText {
     let mut out = TextBuilder::new();
-    for line in content.lines() {
+    let mut offset = 0;
+    for line in content.split('\n') {
+        out.set_source(offset..offset + line.len());
+        offset += line.len() + 1;
         if line.trim().is_empty() {
             out.end_block();
         } else if starts_with_list_marker(line) {

@@ -1,0 +1,520 @@
+//! Template languages inside Markdown: Liquid/Jekyll/11ty (`{% … %}`, `{{ … }}`), Hugo
+//! shortcodes (`{{< … >}}`, `{{% … %}}`) and MDX (`import`/`export` lines, `{/* … */}`
+//! comments; JSX components are HTML to the Markdown parser and lose their tags there).
+//!
+//! Tags are removed before parsing, in a copy that remembers where each byte came from
+//! ([`Rewrite`]), so offsets still point into the content as submitted:
+//! - link tags (`{% page "x" %}`, `{% link x %}`, `{% post_url x %}`, `{% download "x" %}`,
+//!   Hugo `ref`/`relref`) become their target where a link's target is written
+//!   (`[text]({% page "x" %})`), and nothing elsewhere;
+//! - `{% image "src" "alt" %}`-style tags become their alt text, `{% slack_channel "x" %}`
+//!   becomes `#x` (or its label), `{% alert "Title" %}` its title;
+//! - `{% comment %}…{% endcomment %}` goes whole; `{% raw %}…{% endraw %}` keeps what is
+//!   inside as written; every other tag (includes, control flow, layout) goes.
+//! Code spans and fenced code keep their text (a page that documents templates shows
+//! them), except for `raw` markers.
+//!
+//! Operator rules ([`MarkupRule`]) run first, on the whole content.
+
+use std::ops::Range;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use super::rewrite::Rewrite;
+
+/// The built-in template languages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TemplateSet {
+    Liquid,
+    Hugo,
+    Mdx,
+}
+
+/// An operator's rule: every match of `pattern` (a regular expression, `regex` crate
+/// syntax) is replaced by `replace` (`$1`, `$name` for groups) before parsing, in documents
+/// whose id starts with `doc_prefix` (all when empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkupRule {
+    pub pattern: String,
+    #[serde(default)]
+    pub replace: String,
+    #[serde(default)]
+    pub doc_prefix: String,
+}
+
+/// What to strip from Markdown, compiled once.
+#[derive(Debug, Clone, Default)]
+pub struct Markup {
+    pub sets: Vec<TemplateSet>,
+    pub rules: Vec<(Regex, String, String)>,
+}
+
+impl Markup {
+    /// The built-in sets and the operator's rules; a rule that does not compile is an error
+    /// naming it.
+    pub fn new(sets: &[TemplateSet], rules: &[MarkupRule]) -> Result<Self, String> {
+        let rules = rules
+            .iter()
+            .map(|rule| {
+                Regex::new(&rule.pattern)
+                    .map(|re| (re, rule.replace.clone(), rule.doc_prefix.clone()))
+                    .map_err(|e| format!("text.markup_rules: pattern `{}`: {e}", rule.pattern))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            sets: sets.to_vec(),
+            rules,
+        })
+    }
+
+    /// Every built-in set, no rules.
+    pub fn builtin() -> Self {
+        Self {
+            sets: vec![TemplateSet::Liquid, TemplateSet::Hugo, TemplateSet::Mdx],
+            rules: Vec::new(),
+        }
+    }
+
+    fn has(&self, set: TemplateSet) -> bool {
+        self.sets.contains(&set)
+    }
+
+    /// The operator's rules for `doc_id` applied to `content`; `None` when none matched.
+    pub fn apply_rules(&self, doc_id: &str, content: &str) -> Option<Rewrite> {
+        let mut matches: Vec<(Range<usize>, String)> = Vec::new();
+        for (regex, replace, prefix) in &self.rules {
+            if !doc_id.starts_with(prefix.as_str()) {
+                continue;
+            }
+            for captures in regex.captures_iter(content) {
+                let Some(whole) = captures.get(0) else {
+                    continue;
+                };
+                if whole.is_empty() || matches.iter().any(|(r, _)| r.start < whole.end() && whole.start() < r.end) {
+                    continue;
+                }
+                let mut text = String::new();
+                captures.expand(replace, &mut text);
+                matches.push((whole.range(), text));
+            }
+        }
+        if matches.is_empty() {
+            return None;
+        }
+        matches.sort_by_key(|(r, _)| r.start);
+        let mut rewrite = Rewrite::default();
+        let mut at = 0;
+        for (range, text) in matches {
+            rewrite.copy(content, at..range.start);
+            rewrite.replace(range.clone(), &text);
+            at = range.end;
+        }
+        rewrite.copy(content, at..content.len());
+        Some(rewrite)
+    }
+
+    /// `content` without the template tags of the configured sets.
+    pub fn strip(&self, content: &str) -> Rewrite {
+        let liquid = self.has(TemplateSet::Liquid);
+        let hugo = self.has(TemplateSet::Hugo);
+        let mdx = self.has(TemplateSet::Mdx);
+        let mut out = Rewrite::default();
+        let bytes = content.as_bytes();
+        let mut copied = 0; // content bytes up to here are in `out`
+        let mut i = 0;
+        let mut fence: Option<(u8, usize)> = None;
+        let mut line_start = true;
+        let mut front_matter = content.starts_with("---\n");
+        while i < bytes.len() {
+            if line_start {
+                line_start = false;
+                let line_end = content[i..].find('\n').map_or(bytes.len(), |n| i + n);
+                let line = &content[i..line_end];
+                if front_matter {
+                    if i > 0 && line.trim_end() == "---" {
+                        front_matter = false;
+                    }
+                    i = line_end;
+                    continue;
+                }
+                if let Some(marker) = fence_marker(line) {
+                    fence = match fence {
+                        None => Some(marker),
+                        Some((c, n)) if marker.0 == c && marker.1 >= n && line.trim_start().trim_start_matches(c as char).trim().is_empty() => None,
+                        open => open,
+                    };
+                } else if fence.is_none()
+                    && mdx
+                    && (is_mdx_import(line) || line.starts_with("export "))
+                {
+                    // An `export` may run over lines: up to the next blank line.
+                    let end = if line.starts_with("export ") {
+                        blank_line_after(content, i)
+                    } else {
+                        line_end
+                    };
+                    out.copy(content, copied..i);
+                    out.replace(i..end, "");
+                    copied = end;
+                    i = end;
+                    continue;
+                }
+            }
+            let b = bytes[i];
+            if b >= 0x80 {
+                // Not ASCII: nothing here starts a tag; step over the whole character.
+                i += content[i..].chars().next().map_or(1, char::len_utf8);
+                continue;
+            }
+            if b == b'\n' {
+                line_start = true;
+                i += 1;
+                continue;
+            }
+            if fence.is_some() {
+                // Inside code only `raw` markers go.
+                if liquid && b == b'{' && bytes.get(i + 1) == Some(&b'%')
+                    && let Some(end) = find(content, i + 2, "%}")
+                {
+                    let tag = tag_words(&content[i + 2..end]);
+                    if matches!(tag.first().map(String::as_str), Some("raw" | "endraw")) {
+                        out.copy(content, copied..i);
+                        out.replace(i..end + 2, "");
+                        copied = end + 2;
+                        i = end + 2;
+                        continue;
+                    }
+                }
+                i += 1;
+                continue;
+            }
+            if b == b'`' {
+                // A code span: skipped whole when it closes.
+                let run = bytes[i..].iter().take_while(|&&c| c == b'`').count();
+                let ticks = &content[i..i + run];
+                match content[i + run..].find(ticks) {
+                    Some(n) if !content[i + run..i + run + n].contains("\n\n") => {
+                        let end = i + run + n + run;
+                        line_start = content[i..end].ends_with('\n');
+                        i = end;
+                    }
+                    _ => i += run,
+                }
+                continue;
+            }
+            // `\[text](target)`: an escaped bracket before a link the author meant; the
+            // page shows the markup, which no reader wants.
+            if b == b'\\'
+                && bytes.get(i + 1) == Some(&b'[')
+                && content[i..].split('\n').next().is_some_and(|l| l.contains("]("))
+            {
+                out.copy(content, copied..i);
+                out.replace(i..i + 1, "");
+                copied = i + 1;
+                i += 1;
+                continue;
+            }
+            if mdx && content[i..].starts_with("{/*")
+                && let Some(end) = find(content, i + 3, "*/}")
+            {
+                out.copy(content, copied..i);
+                out.replace(i..end + 3, "");
+                copied = end + 3;
+                i = end + 3;
+                continue;
+            }
+            if hugo
+                && (content[i..].starts_with("{{<") || content[i..].starts_with("{{%"))
+            {
+                let close = if bytes[i + 2] == b'<' { ">}}" } else { "%}}" };
+                if let Some(end) = find(content, i + 3, close) {
+                    let inner = content[i + 3..end].trim();
+                    let replacement = if inner.starts_with("/*") {
+                        String::new()
+                    } else {
+                        hugo_replacement(inner, in_link_target(content, i))
+                    };
+                    out.copy(content, copied..i);
+                    out.replace(i..end + 3, &replacement);
+                    copied = end + 3;
+                    i = end + 3;
+                    continue;
+                }
+            }
+            if liquid && b == b'{' && bytes.get(i + 1) == Some(&b'{')
+                && let Some(end) = find(content, i + 2, "}}")
+                && !content[i..end].contains('\n')
+            {
+                out.copy(content, copied..i);
+                out.replace(i..end + 2, "");
+                copied = end + 2;
+                i = end + 2;
+                continue;
+            }
+            if liquid && b == b'{' && bytes.get(i + 1) == Some(&b'%')
+                && let Some(end) = find(content, i + 2, "%}")
+            {
+                let words = tag_words(&content[i + 2..end]);
+                let name = words.first().map(String::as_str).unwrap_or("");
+                let mut tag_end = end + 2;
+                let replacement = match name {
+                    "comment" => {
+                        tag_end = end_of_block(content, tag_end, "endcomment").unwrap_or(tag_end);
+                        String::new()
+                    }
+                    "raw" => {
+                        // The inside is kept as written: copy it and drop both markers.
+                        out.copy(content, copied..i);
+                        out.replace(i..tag_end, "");
+                        let (inner_end, after) = match raw_end(content, tag_end) {
+                            Some(found) => found,
+                            None => (content.len(), content.len()),
+                        };
+                        out.copy(content, tag_end..inner_end);
+                        out.replace(inner_end..after, "");
+                        copied = after;
+                        line_start = content[..after].ends_with('\n');
+                        i = after;
+                        continue;
+                    }
+                    _ => liquid_replacement(name, &words[1.min(words.len())..], in_link_target(content, i)),
+                };
+                out.copy(content, copied..i);
+                out.replace(i..tag_end, &replacement);
+                copied = tag_end;
+                line_start = content[..tag_end].ends_with('\n');
+                i = tag_end;
+                continue;
+            }
+            i += 1;
+        }
+        out.copy(content, copied..content.len());
+        out
+    }
+}
+
+fn find(content: &str, from: usize, needle: &str) -> Option<usize> {
+    content.get(from..)?.find(needle).map(|n| from + n)
+}
+
+/// A fence line's character and length (```` ``` ```` or `~~~`, at most 3 spaces in).
+fn fence_marker(line: &str) -> Option<(u8, usize)> {
+    let trimmed = line.trim_start_matches(' ');
+    if line.len() - trimmed.len() > 3 {
+        return None;
+    }
+    let c = *trimmed.as_bytes().first()?;
+    if c != b'`' && c != b'~' {
+        return None;
+    }
+    let run = trimmed.bytes().take_while(|&b| b == c).count();
+    (run >= 3).then_some((c, run))
+}
+
+fn is_mdx_import(line: &str) -> bool {
+    let line = line.trim_end();
+    line.starts_with("import ")
+        && (line.contains(" from '") || line.contains(" from \"") || line.ends_with(';'))
+}
+
+fn blank_line_after(content: &str, from: usize) -> usize {
+    content[from..]
+        .find("\n\n")
+        .map_or(content.len(), |n| from + n + 1)
+}
+
+/// The end (after its `%}`) of the `{% end… %}` that closes a block whose opening tag ends
+/// at `from`.
+fn end_of_block(content: &str, from: usize, end_name: &str) -> Option<usize> {
+    let mut at = from;
+    while let Some(open) = find(content, at, "{%") {
+        let close = find(content, open + 2, "%}")?;
+        if tag_words(&content[open + 2..close]).first().map(String::as_str) == Some(end_name) {
+            return Some(close + 2);
+        }
+        at = close + 2;
+    }
+    None
+}
+
+/// Where a `{% raw %}` block's inside ends, and where its `{% endraw %}` ends.
+fn raw_end(content: &str, from: usize) -> Option<(usize, usize)> {
+    let mut at = from;
+    while let Some(open) = find(content, at, "{%") {
+        let close = find(content, open + 2, "%}")?;
+        if tag_words(&content[open + 2..close]).first().map(String::as_str) == Some("endraw") {
+            return Some((open, close + 2));
+        }
+        at = open + 2;
+    }
+    None
+}
+
+/// The words of a tag: whitespace-separated, quotes removed from quoted ones, Liquid's
+/// whitespace-control dashes dropped.
+fn tag_words(body: &str) -> Vec<String> {
+    let body = body.trim().trim_start_matches('-').trim_end_matches('-').trim();
+    let mut words = Vec::new();
+    let mut chars = body.char_indices().peekable();
+    while let Some(&(start, c)) = chars.peek() {
+        if c.is_whitespace() || c == ',' {
+            chars.next();
+            continue;
+        }
+        if c == '"' || c == '\'' {
+            chars.next();
+            let mut word = String::new();
+            for (_, d) in chars.by_ref() {
+                if d == c {
+                    break;
+                }
+                word.push(d);
+            }
+            words.push(word);
+            continue;
+        }
+        let mut end = body.len();
+        while let Some(&(at, d)) = chars.peek() {
+            if d.is_whitespace() || d == ',' {
+                end = at;
+                break;
+            }
+            chars.next();
+        }
+        words.push(body[start..end].to_owned());
+    }
+    words
+}
+
+/// Whether the tag at `at` stands where a link's target is written: right after `](`, in
+/// a reference definition (`[x]: `), or in an `href="` / `src="` attribute.
+fn in_link_target(content: &str, at: usize) -> bool {
+    let before = content[..at].trim_end_matches(' ');
+    before.ends_with("](")
+        || before.ends_with("href=\"")
+        || before.ends_with("href='")
+        || before.ends_with("src=\"")
+        || (before.ends_with("]:") && before.rsplit('\n').next().is_some_and(|l| l.starts_with('[')))
+        // A target that starts with the tag and goes on (`{{ site.baseurl }}/x/`).
+        || before.ends_with('(') && before.ends_with("](")
+}
+
+fn liquid_replacement(name: &str, args: &[String], link_target: bool) -> String {
+    match name {
+        "page" | "link" | "post_url" | "download" | "asset" if link_target => {
+            args.first().cloned().unwrap_or_default()
+        }
+        "slack_channel" => match args {
+            [_, label, ..] => label.clone(),
+            [channel] => format!("#{}", channel.trim_start_matches('#')),
+            [] => String::new(),
+        },
+        // `image "src" "alt"`, `image_with_class "src" "class" "alt"`: the alt text.
+        "image" | "image_with_class" | "img" if args.len() >= 2 => {
+            args.last().cloned().unwrap_or_default()
+        }
+        "alert" | "callout" | "note" | "warning" => match args.first() {
+            Some(title) if !title.is_empty() => {
+                if title.ends_with(['.', '!', '?', ':']) {
+                    title.clone()
+                } else {
+                    format!("{title}.")
+                }
+            }
+            _ => String::new(),
+        },
+        _ => String::new(),
+    }
+}
+
+fn hugo_replacement(inner: &str, link_target: bool) -> String {
+    let words = tag_words(inner);
+    match words.first().map(String::as_str) {
+        Some("ref" | "relref") if link_target => words.get(1).cloned().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strip(content: &str) -> String {
+        Markup::builtin().strip(content).text
+    }
+
+    #[test]
+    fn liquid_tags_go_and_link_tags_become_targets() {
+        assert_eq!(
+            strip("Refer to the [FMLA page]({% page \"travel-and-leave/fmla/\" %}).\n"),
+            "Refer to the [FMLA page](travel-and-leave/fmla/).\n"
+        );
+        assert_eq!(strip("Inform {% slack_channel \"equipment\" %}.\n"), "Inform #equipment.\n");
+        assert_eq!(strip("Ask in {% slack_channel \"pifs\" \"PIFs\" %}.\n"), "Ask in PIFs.\n");
+        assert_eq!(
+            strip("{% include \"step-indicator.html\" steps=3 %}\n\nStart here.\n"),
+            "\n\nStart here.\n"
+        );
+        assert_eq!(
+            strip("a {% comment %} TODO {% page \"x\" %} {% endcomment %}b {{ site.title }}c\n"),
+            "a b c\n"
+        );
+        assert_eq!(
+            strip("[see]({{site.baseurl}}/software/)\n"),
+            "[see](/software/)\n"
+        );
+        assert_eq!(
+            strip("{% image \"_img/zap.png\" \"ZAP home screen\" %}\n"),
+            "ZAP home screen\n"
+        );
+    }
+
+    #[test]
+    fn code_keeps_its_text_but_raw_markers_go() {
+        let page = "Use `{% page %}` here.\n\n```liquid\n{% raw %}{% include \"low.html\" %}{% endraw %}\n```\n";
+        assert_eq!(
+            strip(page),
+            "Use `{% page %}` here.\n\n```liquid\n{% include \"low.html\" %}\n```\n"
+        );
+    }
+
+    #[test]
+    fn hugo_shortcodes_and_mdx() {
+        assert_eq!(
+            strip("See [the guide]({{< relref \"getting-started/quick.md\" >}}).\n{{% notice tip %}}\nTip text.\n{{% /notice %}}\n"),
+            "See [the guide](getting-started/quick.md).\n\nTip text.\n\n"
+        );
+        assert_eq!(
+            strip("import Tabs from '@theme/Tabs';\n\n{/* hidden */}Text.\n"),
+            "\n\nText.\n"
+        );
+    }
+
+    #[test]
+    fn offsets_map_back_to_the_content() {
+        let content = "Inform {% slack_channel \"equipment\" %} today.";
+        let rewrite = Markup::builtin().strip(content);
+        let at = rewrite.text.find("today").unwrap();
+        assert_eq!(&content[rewrite.source_of(at, false)..], "today.");
+    }
+
+    #[test]
+    fn operator_rules_run_first() {
+        let markup = Markup::new(
+            &[],
+            &[MarkupRule {
+                pattern: r"\[\[ticket:(\d+)\]\]".into(),
+                replace: "ticket $1".into(),
+                doc_prefix: "kb:".into(),
+            }],
+        )
+        .unwrap();
+        let rewrite = markup.apply_rules("kb:a", "See [[ticket:42]].").unwrap();
+        assert_eq!(rewrite.text, "See ticket 42.");
+        assert!(markup.apply_rules("other", "See [[ticket:42]].").is_none());
+        assert!(Markup::new(&[], &[MarkupRule { pattern: "(".into(), replace: String::new(), doc_prefix: String::new() }]).is_err());
+    }
+}
