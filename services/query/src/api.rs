@@ -213,6 +213,11 @@ pub struct SearchResponse {
     pub windows: Vec<WindowAnswer>,
     /// The reranker that ordered the windows, if any.
     pub reranker: Option<String>,
+    /// Why fewer than `top_k` windows came back, when they did: `no_more_matches` (the
+    /// index holds no more windows that match the request's filters), `token_budget` (the
+    /// rest did not fit the token budget), `min_relevance` (the rest scored below it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short: Option<String>,
     /// Milliseconds per stage, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timings_ms: Option<Timings>,
@@ -234,6 +239,15 @@ pub struct WindowAnswer {
     /// Character range (Unicode scalar values) of `text` in the document.
     pub char_start: usize,
     pub char_end: usize,
+    /// Characters (Unicode scalar values, as `char_start`) of the content as it was
+    /// submitted that produced this window: slicing the submitted text with them gives the
+    /// span the window was extracted from (its markup included). `null` for documents
+    /// indexed before these offsets were kept.
+    pub source_start: Option<usize>,
+    pub source_end: Option<usize>,
+    /// Links inside `text`: their text, where they point (resolved against the document's
+    /// `url` when relative) and their characters in `text`.
+    pub links: Vec<LinkAnswer>,
     /// The sentences that matched, for highlighting.
     pub matches: Vec<MatchAnswer>,
     pub scores: Scores,
@@ -247,8 +261,23 @@ pub struct MatchAnswer {
     pub sentence: String,
     pub char_start: usize,
     pub char_end: usize,
+    /// Characters of the submitted content that produced the sentence (see
+    /// `WindowAnswer.source_start`).
+    pub source_start: Option<usize>,
+    pub source_end: Option<usize>,
     /// The sentence hit's fused (reciprocal rank fusion) score.
     pub score: f32,
+}
+
+/// A link inside a window's text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct LinkAnswer {
+    pub text: String,
+    pub url: String,
+    /// Characters (Unicode scalar values) of the link's text in the window's `text`.
+    pub start: usize,
+    pub end: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,6 +322,19 @@ pub struct SectionAnswer {
     pub section_id: String,
     pub path: Vec<String>,
     pub sentences: usize,
+}
+
+/// `GET /v1/documents/{doc_id}/text`: the citation text of the indexed revision, which
+/// every `char_start`/`char_end` of a search answer points into.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct DocumentText {
+    pub doc_id: String,
+    pub revision: u64,
+    pub tenant: Option<String>,
+    /// Text no sentence window holds (a heading of an empty section, skipped code) reads
+    /// as spaces of its length, so every offset still points where it did.
+    pub text: String,
 }
 
 /// Every error answer.

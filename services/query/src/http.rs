@@ -17,7 +17,7 @@ use casement_text::DocRef;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::api::{DocumentAnswer, SearchRequest, SearchResponse, SectionAnswer};
+use crate::api::{DocumentAnswer, DocumentText, SearchRequest, SearchResponse, SectionAnswer};
 use crate::config::{AuthConfig, QueryConfig};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -319,7 +319,7 @@ async fn document<S: Store + 'static>(
     headers: HeaderMap,
     Path(doc_id): Path<String>,
     query: Result<Query<DocumentQuery>, QueryRejection>,
-) -> Result<Json<DocumentAnswer>, ApiError> {
+) -> Result<Response, ApiError> {
     let principal = app.config.auth.principal(&headers)?;
     let Query(query) = query.map_err(|e| ApiError::Malformed(e.body_text()))?;
     let tenant = match (principal.tenant, query.tenant) {
@@ -331,16 +331,38 @@ async fn document<S: Store + 'static>(
         (Some(bound), _) => Some(bound),
         (None, asked) => asked,
     };
-    let doc = DocRef::new(tenant.as_deref(), &doc_id);
     let index = app.searcher.index();
     let store = &index.store;
-    let not_found = || ApiError::NotFound(format!("document {doc_id:?} is not indexed"));
-    let state = store
-        .document(doc)
+    // `…/text` is the document's citation text, unless a document has that very id.
+    let exact = store
+        .document(DocRef::new(tenant.as_deref(), &doc_id))
         .await
-        .map_err(ApiError::store)?
-        .ok_or_else(not_found)?;
+        .map_err(ApiError::store)?;
+    let (doc_id, text_view, state) = match (exact, doc_id.strip_suffix("/text")) {
+        (Some(state), _) => (doc_id.clone(), false, Some(state)),
+        (None, Some(base)) => {
+            let state = store
+                .document(DocRef::new(tenant.as_deref(), base))
+                .await
+                .map_err(ApiError::store)?;
+            (base.to_owned(), true, state)
+        }
+        (None, None) => (doc_id.clone(), false, None),
+    };
+    let doc = DocRef::new(tenant.as_deref(), &doc_id);
+    let state = state.ok_or_else(|| ApiError::NotFound(format!("document {doc_id:?} is not indexed")))?;
     let mut records = store.records(doc).await.map_err(ApiError::store)?;
+    if text_view {
+        // Only the records of the revision the state names (a write may be under way).
+        records.retain(|r| r.revision == state.revision);
+        return Ok(Json(DocumentText {
+            doc_id: state.doc_id,
+            revision: state.revision,
+            tenant: state.tenant,
+            text: casement_text::citation_text(&records),
+        })
+        .into_response());
+    }
     records.sort_by_key(|r| (r.position.section, r.position.index));
     let mut sections: Vec<SectionAnswer> = Vec::new();
     for record in &records {
@@ -362,7 +384,8 @@ async fn document<S: Store + 'static>(
         tenant: state.tenant,
         sentence_count: records.len(),
         sections,
-    }))
+    })
+    .into_response())
 }
 
 async fn readyz<S: Store>(State(app): State<Arc<App<S>>>) -> Response {

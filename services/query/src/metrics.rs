@@ -54,6 +54,7 @@ pub struct Metrics {
     pub windows_returned: prometheus::Histogram,
     pub tokens_returned: prometheus::Histogram,
     pub rerank_candidates: prometheus::Histogram,
+    pub search_rounds: prometheus::Histogram,
     pub embedding_cache: IntCounterVec,
 }
 
@@ -132,6 +133,11 @@ impl Metrics {
             "Windows scored by the reranker per reranked search.",
             &COUNTS,
         );
+        let search_rounds = histogram(
+            "casement_query_search_rounds",
+            "Store searches per search: more than one when merging left fewer than top_k windows and the search was run again for more hits.",
+            &COUNTS,
+        );
         let embedding_cache = IntCounterVec::new(
             Opts::new(
                 "casement_query_embedding_cache_total",
@@ -148,6 +154,7 @@ impl Metrics {
             Box::new(windows_returned.clone()),
             Box::new(tokens_returned.clone()),
             Box::new(rerank_candidates.clone()),
+            Box::new(search_rounds.clone()),
             Box::new(embedding_cache.clone()),
         ] {
             registry.register(collector).expect("register metric");
@@ -170,6 +177,7 @@ impl Metrics {
             windows_returned,
             tokens_returned,
             rerank_candidates,
+            search_rounds,
             embedding_cache,
         }
     }

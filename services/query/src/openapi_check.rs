@@ -7,7 +7,7 @@
 use schemars::JsonSchema;
 use serde_json::Value;
 
-use crate::api::{DocumentAnswer, ErrorBody, SearchRequest, SearchResponse};
+use crate::api::{DocumentAnswer, DocumentText, ErrorBody, SearchRequest, SearchResponse};
 
 struct Sides<'a> {
     rust: &'a Value,
@@ -133,6 +133,7 @@ fn every_request_and_answer_type_is_described_as_it_is() {
     errors.extend(check::<SearchRequest>(&doc, "SearchRequest"));
     errors.extend(check::<SearchResponse>(&doc, "SearchResponse"));
     errors.extend(check::<DocumentAnswer>(&doc, "Document"));
+    errors.extend(check::<DocumentText>(&doc, "DocumentText"));
     errors.extend(check::<ErrorBody>(&doc, "Error"));
     assert!(
         errors.is_empty(),

@@ -85,9 +85,12 @@ impl Doc {
                 char_start: s_start,
                 char_end: s_end,
                 score,
+                source: None,
             }],
             score,
             rerank: None,
+            source: None,
+            links: Vec::new(),
         }
     }
 }

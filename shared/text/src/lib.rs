@@ -45,5 +45,5 @@ pub use records::{
 };
 pub use revision::{Format, Revision};
 pub use segmenter::{Section, SegmentedRevision, segment};
-pub use stored::{StoredError, segmented_from_records};
+pub use stored::{StoredError, citation_text, segmented_from_records};
 pub use tokens::estimate_tokens;

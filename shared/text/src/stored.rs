@@ -37,6 +37,40 @@ pub enum StoredError {
     Gap { doc_id: String, section: u32 },
 }
 
+/// The citation text of a document, put back from its records at the same character
+/// offsets: every sentence and window where it was, each section's heading before its
+/// content; text no record holds reads as spaces of its length.
+pub fn citation_text(records: &[SentenceRecord]) -> String {
+    let length = records
+        .iter()
+        .map(|r| r.window_char_end.max(r.char_end))
+        .max()
+        .unwrap_or(0);
+    let mut chars: Vec<Option<char>> = vec![None; length];
+    let mut put = |start: usize, text: &str| {
+        for (slot, c) in chars.iter_mut().skip(start).zip(text.chars()) {
+            *slot = Some(c);
+        }
+    };
+    let mut headed = std::collections::HashSet::new();
+    for record in records {
+        put(record.window_char_start, &record.window);
+        put(record.char_start, &record.sentence);
+        // The heading ends one blank line before the section's first line.
+        if record.position.index == 0
+            && headed.insert(record.position.section)
+            && let Some(heading) = record.section_path.last()
+        {
+            let line = record.cite.unit.line_start.unwrap_or(record.section_char_start);
+            let width = heading.chars().count() + 2;
+            if let Some(start) = line.checked_sub(width) {
+                put(start, heading);
+            }
+        }
+    }
+    chars.iter().map(|c| c.unwrap_or(' ')).collect()
+}
+
 /// The segmentation the records of `state`'s document were built from. `need_gaps`: the
 /// text between sentences must be known (windows wider than one sentence will be built).
 pub fn segmented_from_records(

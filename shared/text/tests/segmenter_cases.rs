@@ -305,3 +305,143 @@ fn wikitext_the_parser_panics_on_still_yields_text() {
         assert!(!s.text.contains(markup), "{markup} in {}", s.text);
     }
 }
+
+// ---- Real pages (tests/fixtures, README there says where each comes from) ----
+
+fn fixture(path: &str) -> String {
+    let at = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
+    std::fs::read_to_string(&at).unwrap_or_else(|e| panic!("{}: {e}", at.display()))
+}
+
+fn wikitext_page(lang: &str, title: &str) -> String {
+    use std::io::Read;
+    let at = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wikitext/pages.jsonl.gz");
+    let mut raw = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(at).expect("wikitext fixtures"))
+        .read_to_string(&mut raw)
+        .expect("gzip");
+    raw.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+        .find(|v| v["lang"] == lang && v["title"] == title)
+        .and_then(|v| v["wikitext"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no {lang}:{title} fixture"))
+}
+
+/// The text of every block but code blocks.
+fn prose(format: Format, content: &str) -> String {
+    let extracted = casement_text::extract(format, content);
+    extracted
+        .blocks
+        .iter()
+        .filter(|b| b.kind != casement_text::BlockKind::Code)
+        .map(|b| extracted.block_text(b))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// Markup a reader should never see in a window (outside code).
+fn assert_clean(text: &str, marks: &[&str]) {
+    for mark in marks {
+        if let Some(at) = text.find(mark) {
+            let from = text[..at].char_indices().rev().nth(80).map_or(0, |(i, _)| i);
+            panic!("`{mark}` in the text: …{}…", &text[from..(at + 80).min(text.len())]);
+        }
+    }
+}
+
+fn records_of(format: Format, content: &str, url: Option<&str>) -> (SegmentedRevision, Vec<casement_text::SentenceRecord>) {
+    let mut rev = revision(format, content);
+    rev.url = url.map(str::to_owned);
+    let config = TextConfig::default();
+    let s = segment(&rev, &config).expect("segments");
+    let records = casement_text::build_records(&s, &config);
+    (s, records)
+}
+
+/// The 18F Handbook's Liquid page: tags gone, `{% page %}` links kept as targets, the
+/// checklist numbered and nested, a hit on its sixth step windowed with the sentence that
+/// introduces it, and every window found again by slicing the submitted page.
+#[test]
+fn a_liquid_page_reads_clean_with_whole_lists_and_resolving_citations() {
+    let page = fixture("markdown/18f-going-out-of-office.md");
+    let (s, records) = records_of(Format::Markdown, &page, Some("https://handbook.tts.gsa.gov/travel-and-leave/going-out-of-office/"));
+    assert_clean(&s.text, &["{%", "%}", "](", "{{"]);
+    assert!(s.text.contains("approved leave request in HR Links, every scheduled work day"), "{}", s.text);
+    assert!(s.links.iter().any(|l| l.url == "/tools/hrlinks/#using-leave"), "{:?}", s.links);
+    assert!(s.text.contains("Before taking leave, be sure to:\n\n1. Submit a leave request"), "{}", s.text);
+    assert!(s.text.contains("\n  1. Google Calendar has an OOO setting"), "{}", s.text);
+
+    let hit = records
+        .iter()
+        .find(|r| r.sentence.starts_with("Update your Slack status to indicate"))
+        .expect("the sixth step");
+    assert!(hit.window.contains("Before taking leave, be sure to:"), "{}", hit.window);
+    assert!(hit.window.contains("6. Update your Slack status"), "{}", hit.window);
+    assert!(hit.window.contains("1. Submit a leave request"), "{}", hit.window);
+
+    let content: Vec<char> = page.chars().collect();
+    for record in &records {
+        let (start, end) = (record.cite.window_source_start.unwrap(), record.cite.window_source_end.unwrap());
+        let slice: String = content[start..end].iter().collect();
+        let first = record.sentence.split_whitespace().next().unwrap();
+        assert!(slice.contains(first), "{first:?} not in {slice:?}");
+        let (start, end) = (record.cite.source_start.unwrap(), record.cite.source_end.unwrap());
+        let sentence_slice: String = content[start..end].iter().collect();
+        let last = record.sentence.split_whitespace().last().unwrap().trim_matches(|c: char| !c.is_alphanumeric());
+        assert!(sentence_slice.contains(last), "{last:?} not in {sentence_slice:?} ({})", record.sentence);
+    }
+    // Links inside a window point at characters of the citation text.
+    let with_link = records.iter().find(|r| !r.cite.links.is_empty()).expect("a window with a link");
+    let chars: Vec<char> = s.text.chars().collect();
+    let link = &with_link.cite.links[0];
+    assert!(!chars[link.start..link.end].iter().collect::<String>().trim().is_empty());
+}
+
+#[test]
+fn a_hugo_page_loses_its_shortcodes_and_keeps_relref_targets() {
+    let page = fixture("markdown/hugo-image-processing.md");
+    let (s, _) = records_of(Format::Markdown, &page, None);
+    // Outside code: the page's code blocks show shortcodes as their content.
+    assert_clean(&prose(Format::Markdown, &page), &["{{<", ">}}", "{{%", "%}}"]);
+    assert!(s.links.iter().any(|l| l.url.contains(".md") || l.url.contains('/')), "{:?}", s.links);
+}
+
+#[test]
+fn an_mdx_page_loses_imports_and_comments() {
+    let page = fixture("markdown/mdx-installation.mdx");
+    assert_clean(&prose(Format::Markdown, &page), &["import ", "{/*", "<UpgradeGuide"]);
+}
+
+#[test]
+fn an_html_page_keeps_its_main_content_without_navigation_or_footer() {
+    let page = fixture("html/mozilla-firefox-customize.html");
+    let (s, records) = records_of(Format::Html, &page, Some("https://www.mozilla.org/en-US/firefox/customize/"));
+    assert!(s.text.contains("easier than ever to personalize Firefox"), "{}", s.text);
+    for furniture in ["Partner with Us", "Firefox Affiliates", "Contribute to this site"] {
+        assert!(!s.text.contains(furniture), "{furniture} in {}", s.text);
+    }
+    assert_clean(&s.text, &["<div", "<a ", "</"]);
+    assert!(records.iter().all(|r| r.cite.window_source_start.is_some()));
+}
+
+/// The largest German page: localized files (`[[Datei:…|mini|…]]`) and categories
+/// (`[[Kategorie:…]]`), references and tables never reach the text.
+#[test]
+fn a_large_german_wikitext_page_reads_clean() {
+    let page = wikitext_page("de", "Berlin");
+    assert!(page.len() > 200_000 && page.contains("[[Datei:") && page.contains("<ref"));
+    let (s, records) = records_of(Format::Wikitext, &page, Some("https://de.wikipedia.org/wiki/Berlin"));
+    assert!(records.len() > 500, "{} sentences", records.len());
+    assert_clean(&s.text, &["[[", "]]", "{{", "}}", "{|", "|-", "<ref", "mini|", "|mini", "Datei:", "Kategorie:", "'''"]);
+    assert!(s.text.contains("Berlin () ist Hauptstadt und als Land eine parlamentarische Republik"), "{}", &s.text[..2000]);
+}
+
+/// An English page through the markup stripper (what a page the parser cannot finish
+/// becomes) is as clean as through the parser.
+#[test]
+fn the_stripper_path_reads_a_real_page_clean() {
+    let page = wikitext_page("en", "United Kingdom");
+    let stripped = casement_text::extract::strip_wikitext(&page);
+    assert_clean(&stripped.text, &["[[", "]]", "{{", "}}", "{|", "|-", "<ref", "thumb|", "File:", "Category:", "'''"]);
+    assert!(stripped.text.contains("United Kingdom"));
+}

@@ -136,6 +136,7 @@ impl ChunkIndex {
                         context_source: "structural".to_owned(),
                         text_hash: hash.clone(),
                         embed_hash: hash,
+                        cite: Default::default(),
                     }
                 })
                 .collect();

@@ -107,6 +107,9 @@ fn window(doc_id: &str, text: &str) -> WindowAnswer {
         text: text.into(),
         char_start: 0,
         char_end: text.chars().count(),
+        source_start: None,
+        source_end: None,
+        links: Vec::new(),
         matches: Vec::new(),
         scores: Scores {
             fused: 0.5,

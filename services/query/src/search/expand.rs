@@ -17,8 +17,18 @@ pub fn stored_window(hit: Hit, indexed_radius: usize) -> Window {
     let r = hit.record;
     let index = r.position.index as usize;
     let count = (r.position.count as usize).max(index + 1);
-    let range = window_indices(index, count, indexed_radius);
+    // The window's own sentences when the record says (a list's window is wider than
+    // the radius), else the radius window.
+    let range = match r.cite.window_sentences {
+        Some([start, end]) if start as usize <= index && index < end as usize => {
+            start as usize..end as usize
+        }
+        _ => window_indices(index, count, indexed_radius),
+    };
+    let pair = |a: Option<usize>, b: Option<usize>| Some((a?, b?));
     Window {
+        source: pair(r.cite.window_source_start, r.cite.window_source_end),
+        links: r.cite.links,
         sentences: range.start as u32..range.end as u32,
         char_start: r.window_char_start,
         char_end: r.window_char_end,
@@ -30,6 +40,7 @@ pub fn stored_window(hit: Hit, indexed_radius: usize) -> Window {
             char_start: r.char_start,
             char_end: r.char_end,
             score: hit.score,
+            source: pair(r.cite.source_start, r.cite.source_end),
         }],
         score: hit.score,
         rerank: None,
@@ -100,13 +111,21 @@ pub fn narrow_around(
         .into_iter()
         .filter(|m| sentences.contains(&m.index))
         .collect();
-    // The score stays the one the window was ranked by.
+    let links = window
+        .links
+        .iter()
+        .filter(|l| char_start <= l.start && l.end <= char_end)
+        .cloned()
+        .collect();
+    // The score stays the one the window was ranked by; the source range stays the
+    // stored window's (it holds the narrower one).
     Window {
         sentences,
         char_start,
         char_end,
         text,
         matches,
+        links,
         ..window
     }
 }

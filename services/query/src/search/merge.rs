@@ -28,6 +28,8 @@ pub struct Matched {
     pub char_end: usize,
     /// Fused retrieval score of this sentence.
     pub score: f32,
+    /// Characters of the submitted content that produced the sentence, when known.
+    pub source: Option<(usize, usize)>,
 }
 
 /// A window of consecutive sentences of one section of one document revision.
@@ -54,6 +56,10 @@ pub struct Window {
     /// default), by which windows are ordered before any rerank.
     pub score: f32,
     pub rerank: Option<f32>,
+    /// Characters of the submitted content that produced the window, when known.
+    pub source: Option<(usize, usize)>,
+    /// Links inside the window, by characters of the document's citation text.
+    pub links: Vec<casement_text::records::RecordLink>,
 }
 
 impl Window {
@@ -86,6 +92,16 @@ impl Window {
         self.sentences = self.sentences.start.min(other.sentences.start)
             ..self.sentences.end.max(other.sentences.end);
         self.score = self.score.max(other.score);
+        self.source = match (self.source, other.source) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
+        for link in other.links {
+            if !self.links.contains(&link) {
+                self.links.push(link);
+            }
+        }
+        self.links.sort_by_key(|l| (l.start, l.end));
         for matched in other.matches {
             match self.matches.iter_mut().find(|m| m.id == matched.id) {
                 Some(existing) => existing.score = existing.score.max(matched.score),

@@ -64,6 +64,9 @@ pub struct Searcher<S> {
     metrics: Metrics,
 }
 
+/// Most sentence hits one search reads while filling its answer (`top_k` honoured).
+const MAX_HITS: usize = 2_000;
+
 fn millis(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1000.0
 }
@@ -255,53 +258,71 @@ impl<S: Store> Searcher<S> {
         let dense = self.embed_query(&index, &request.query).await?;
         timings.embed = self.stage("embed", t);
 
-        let t = Instant::now();
         let reranker = self.reranker.as_ref().filter(|_| request.rerank);
         // A reranker scores `rerank.candidates` windows whatever `top_k` is.
         let windows_wanted = match reranker {
             Some(_) => request.top_k.max(self.rerank_candidates),
             None => request.top_k,
         };
-        let hits = index
-            .store
-            .query(&HybridQuery {
-                dense: dense.to_vec(),
-                text: request.query.clone(),
-                limit: (windows_wanted * self.search.hits_per_window).min(self.search.candidates),
-                candidates: self.search.candidates,
-                filter: QueryFilter {
-                    tenant: request.tenant.clone(),
-                    doc_ids: request.doc_ids.clone(),
-                    metadata: request.metadata.clone(),
-                },
-                channels: self.search.channels,
-                channel_ranks: false,
-            })
-            .await
-            .map_err(ApiError::store)?;
-        let (hits, hidden) = current::current_only(&index.store, hits).await?;
-        if hidden > 0 {
-            tracing::debug!(
-                hidden,
-                "hits of a revision being written (or of a deleted document) hidden"
-            );
-        }
-        timings.search = self.stage("search", t);
+        // Merging eats hits (several sentences of one section become one window, copies
+        // are dropped): when fewer than `top_k` windows come out of a full page of hits,
+        // the search is run again for twice as many, until the answer is full or the
+        // index has no more (a page shorter than asked for).
+        let mut limit = (windows_wanted * self.search.hits_per_window).min(self.search.candidates);
+        let most = (windows_wanted * self.search.hits_per_window * 16)
+            .max(self.search.candidates)
+            .min(MAX_HITS);
+        let mut rounds = 0;
+        let (mut windows, merged, dropped, exhausted) = loop {
+            rounds += 1;
+            let t = Instant::now();
+            let hits = index
+                .store
+                .query(&HybridQuery {
+                    dense: dense.to_vec(),
+                    text: request.query.clone(),
+                    limit,
+                    candidates: self.search.candidates.max(limit),
+                    filter: QueryFilter {
+                        tenant: request.tenant.clone(),
+                        doc_ids: request.doc_ids.clone(),
+                        metadata: request.metadata.clone(),
+                    },
+                    channels: self.search.channels,
+                    channel_ranks: false,
+                })
+                .await
+                .map_err(ApiError::store)?;
+            let exhausted = hits.len() < limit;
+            let (hits, hidden) = current::current_only(&index.store, hits).await?;
+            if hidden > 0 {
+                tracing::debug!(
+                    hidden,
+                    "hits of a revision being written (or of a deleted document) hidden"
+                );
+            }
+            timings.search += self.stage("search", t);
 
-        let t = Instant::now();
-        let windows = expand::expand(
-            &index.store,
-            hits,
-            request.window_radius,
-            index.window_radius,
-        )
-        .await?;
-        timings.expand = self.stage("expand", t);
+            let t = Instant::now();
+            let windows = expand::expand(
+                &index.store,
+                hits,
+                request.window_radius,
+                index.window_radius,
+            )
+            .await?;
+            timings.expand += self.stage("expand", t);
 
-        let t = Instant::now();
-        let (windows, merged) = merge::merge_overlapping(windows, self.search.window_score);
-        let (mut windows, dropped) = merge::drop_contained(windows, self.search.containment);
-        timings.merge = self.stage("merge", t);
+            let t = Instant::now();
+            let (windows, merged) = merge::merge_overlapping(windows, self.search.window_score);
+            let (windows, dropped) = merge::drop_contained(windows, self.search.containment);
+            timings.merge += self.stage("merge", t);
+            if windows.len() >= request.top_k || exhausted || limit >= most {
+                break (windows, merged, dropped, exhausted);
+            }
+            limit = (limit * 2).min(most);
+        };
+        self.metrics.search_rounds.observe(rounds as f64);
 
         let mut reranker_name = None;
         if let Some(reranker) = reranker {
@@ -338,7 +359,18 @@ impl<S: Store> Searcher<S> {
         self.metrics.windows_returned.observe(windows.len() as f64);
         self.metrics.tokens_returned.observe(tokens as f64);
         timings.total = millis(started);
+        let short = (windows.len() < request.top_k).then(|| {
+            if truncated > 0 {
+                "token_budget"
+            } else if exhausted {
+                "no_more_matches"
+            } else {
+                "search_limit"
+            }
+            .to_owned()
+        });
         Ok(SearchResponse {
+            short,
             windows: windows.into_iter().map(answer::answer).collect(),
             reranker: reranker_name,
             timings_ms: request.timings.then_some(timings),

@@ -126,6 +126,7 @@ impl Markup {
         let mut copied = 0; // content bytes up to here are in `out`
         let mut i = 0;
         let mut fence: Option<(u8, usize)> = None;
+        let mut mdx_block: Option<(u8, usize)> = None;
         let mut line_start = true;
         let mut front_matter = content.starts_with("---\n");
         while i < bytes.len() {
@@ -137,6 +138,29 @@ impl Markup {
                     if i > 0 && line.trim_end() == "---" {
                         front_matter = false;
                     }
+                    i = line_end;
+                    continue;
+                }
+                if mdx && fence.is_none() && mdx_block.is_none()
+                    && let Some(marker) = fence_marker(line)
+                    && line.trim_start().trim_start_matches(marker.0 as char).trim() == "mdx-code-block"
+                {
+                    // Docusaurus renders an `mdx-code-block` fence as MDX, not as code.
+                    mdx_block = Some(marker);
+                    out.copy(content, copied..i);
+                    out.replace(i..line_end, "");
+                    copied = line_end;
+                    i = line_end;
+                    continue;
+                }
+                if let (Some((c, n)), None) = (mdx_block, fence)
+                    && fence_marker(line).is_some_and(|m| m.0 == c && m.1 >= n)
+                    && line.trim_start().trim_start_matches(c as char).trim().is_empty()
+                {
+                    mdx_block = None;
+                    out.copy(content, copied..i);
+                    out.replace(i..line_end, "");
+                    copied = line_end;
                     i = line_end;
                     continue;
                 }

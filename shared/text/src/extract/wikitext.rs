@@ -183,7 +183,12 @@ impl Walk {
                 let out = &mut self.out;
                 out.set_source(start..*end);
                 if !looks_like_leaked_markup(value) {
-                    out.push_inline(value);
+                    // Braces of a template whose other half is broken markup.
+                    if value.contains("}}") || value.contains("{{") {
+                        out.push_inline(&value.replace("}}", " ").replace("{{", " "));
+                    } else {
+                        out.push_inline(value);
+                    }
                 }
             }
             Node::CharacterEntity {
@@ -376,7 +381,7 @@ fn plain(nodes: &[Node<'_>]) -> String {
 /// cell` rows), file and category links; keeps link labels, headings and list items.
 pub fn strip(content: &str) -> ExtractedText {
     let mut out = TextBuilder::new();
-    let cleaned = strip_nested(content);
+    let cleaned = strip_nested(&unindent_tables(content));
     let mut in_table = None;
     let mut list_group = None;
     let mut offset = 0usize;
@@ -511,13 +516,18 @@ fn strip_nested(content: &str) -> String {
             stack.push(i);
             i += 2;
         } else if bytes[i] == b'}' && bytes[i + 1] == b'}' {
-            if let Some(start) = stack.pop() {
-                blank(&mut bytes, start..i + 2);
+            match stack.pop() {
+                Some(start) => blank(&mut bytes, start..i + 2),
+                // A `}}` whose `{{` is gone (broken markup): the braces at least go.
+                None => blank(&mut bytes, i..i + 2),
             }
             i += 2;
         } else {
             i += 1;
         }
+    }
+    for start in stack {
+        blank(&mut bytes, start..start + 2);
     }
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let mut bytes = text.clone().into_bytes();
