@@ -133,6 +133,10 @@ pub struct SearchConfig {
     /// A window whose tokens are at least this share contained in a higher-scoring window
     /// is dropped.
     pub containment: f32,
+    /// Most estimated tokens a merged window grows to: past it, overlapping windows stay
+    /// apart (the later one from its first match on), so many hits in one long section
+    /// still make `top_k` windows.
+    pub merge_max_tokens: usize,
     /// Most tokens returned in all windows of one answer (estimated tokens).
     pub token_budget: usize,
 }
@@ -148,6 +152,7 @@ impl Default for SearchConfig {
             indexed_window_radius: casement_text::TextConfig::default().window_radius,
             window_score: crate::search::merge::WindowScore::Best,
             containment: 0.6,
+            merge_max_tokens: 400,
             token_budget: 4_000,
         }
     }
@@ -251,6 +256,7 @@ impl casement_config::Config for QueryConfig {
         between("search.hits_per_window", s.hits_per_window, 1, 100)?;
         between("search.candidates", s.candidates, 1, 10_000)?;
         between("search.token_budget", s.token_budget, 1, 1_000_000)?;
+        between("search.merge_max_tokens", s.merge_max_tokens, 64, 100_000)?;
         if !(s.containment > 0.0 && s.containment <= 1.0) {
             return Err(format!(
                 "search.containment = {} must be in (0, 1]",

@@ -323,3 +323,105 @@ async fn search_over_http() {
     };
     assert!(length(&narrow) < length(&wide));
 }
+
+/// What a support bot reads from a real page: the 18F Handbook's Liquid page (tags gone,
+/// `{% page %}` links resolved against the page's url), a hit on a checklist step windowed
+/// with the sentence that introduces the list and its numbering, offsets that slice the
+/// submitted page and the document's citation text, and `top_k` met while merges happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_bot_reads_from_a_real_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let (model, _) = models().await;
+    let store = open_store(dir.path(), model.dimension());
+    let indexer = indexer(store.clone(), model);
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/text/tests/fixtures/markdown/18f-going-out-of-office.md"),
+    )
+    .unwrap();
+    indexer
+        .process(&upsert("going-out-of-office", 1, "Going out of office", None, Format::Markdown, &page))
+        .await
+        .unwrap();
+    let articles = squad_articles(3);
+    for (i, article) in articles.iter().enumerate() {
+        indexer
+            .process(&upsert(&format!("squad-{i}"), 1, &article.title, None, Format::Text, &article.text))
+            .await
+            .unwrap();
+    }
+    let served = serve(QueryConfig::default(), store.clone()).await;
+    let base = served.base.as_str();
+
+    let (status, body) = post(
+        base,
+        None,
+        json!({"query": "What should I do with my Slack status before I take leave?", "top_k": 3, "doc_ids": ["going-out-of-office"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let found = windows(&body);
+    let step = found
+        .iter()
+        .find(|w| w["text"].as_str().unwrap().contains("6. Update your Slack status"))
+        .unwrap_or_else(|| panic!("no window with the step: {body}"));
+    let text = step["text"].as_str().unwrap();
+    assert!(text.contains("Before taking leave, be sure to:\n\n1. Submit a leave request"), "{text}");
+    for window in &found {
+        let text = window["text"].as_str().unwrap();
+        assert!(!text.contains("{%") && !text.contains("]("), "{text}");
+    }
+
+    // The window, sliced out of the submitted page by its source offsets (characters).
+    let chars: Vec<char> = page.chars().collect();
+    let (start, end) = (
+        step["source_start"].as_u64().unwrap() as usize,
+        step["source_end"].as_u64().unwrap() as usize,
+    );
+    let slice: String = chars[start..end].iter().collect();
+    assert!(slice.starts_with("Before taking leave, be sure to:"), "{slice}");
+    assert!(slice.contains("Update your Slack status to indicate that you are OOO."), "{slice}");
+    // And out of the citation text by char_start/char_end.
+    let cited: Value = reqwest::get(format!("{base}/v1/documents/going-out-of-office/text"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cited["revision"], 1);
+    let citation: Vec<char> = cited["text"].as_str().unwrap().chars().collect();
+    for window in &found {
+        let (s, e) = (window["char_start"].as_u64().unwrap() as usize, window["char_end"].as_u64().unwrap() as usize);
+        assert_eq!(citation[s..e].iter().collect::<String>(), window["text"].as_str().unwrap());
+    }
+
+    // Links keep their targets, resolved against the document's url.
+    let (_, body) = post(base, None, json!({"query": "approved leave request in HR Links every scheduled work day", "top_k": 1, "doc_ids": ["going-out-of-office"]})).await;
+    let links = windows(&body)[0]["links"].as_array().unwrap().clone();
+    let hr = links
+        .iter()
+        .find(|l| l["text"] == "leave request in HR Links")
+        .unwrap_or_else(|| panic!("{links:?}"));
+    assert_eq!(hr["url"], "https://example.org/tools/hrlinks/#using-leave");
+    let window_text: Vec<char> = windows(&body)[0]["text"].as_str().unwrap().chars().collect();
+    let (s, e) = (hr["start"].as_u64().unwrap() as usize, hr["end"].as_u64().unwrap() as usize);
+    assert_eq!(window_text[s..e].iter().collect::<String>(), "leave request in HR Links");
+
+    // `top_k` met although merges eat hits; fewer only when no more exist, and said.
+    for top_k in [5, 10] {
+        let (status, body) = post(base, None, json!({"query": "When did the Normans conquer England?", "top_k": top_k})).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(windows(&body).len(), top_k, "{body}");
+        assert!(body.get("short").is_none(), "{body}");
+    }
+    // More than the token budget holds: cut, and said.
+    let (_, body) = post(base, None, json!({"query": "When did the Normans conquer England?", "top_k": 40})).await;
+    assert!(windows(&body).len() < 40);
+    assert_eq!(body["short"], "token_budget", "{}", body["short"]);
+    let (_, body) = post(base, None, json!({"query": "leave", "top_k": 50, "doc_ids": ["going-out-of-office"]})).await;
+    let count = windows(&body).len();
+    assert!(count < 50 && count > 3, "{count}");
+    assert_eq!(body["short"], "no_more_matches", "{body}");
+    let metrics = metrics_text(base).await;
+    assert!(!metrics.contains("casement_query_search_rounds_count 0\n"), "{metrics}");
+}

@@ -6,7 +6,8 @@ use std::collections::{BTreeSet, HashSet};
 
 use casement_query::search::expand::{Neighbours, narrow_around};
 use casement_query::search::merge::{
-    Budget, Matched, Window, WindowScore, apply_rerank, drop_contained, merge_overlapping, select,
+    Budget, Matched, Window, WindowScore, apply_rerank, drop_contained, merge_capped,
+    merge_overlapping, select,
 };
 use casement_text::window::window_indices;
 use proptest::prelude::*;
@@ -140,6 +141,34 @@ fn indices(w: &Window) -> BTreeSet<(String, String, u32)> {
 }
 
 proptest! {
+    /// With a cap, merged windows are cut between matches: every match is kept exactly
+    /// once, windows of a section never overlap, text stays exact, and a window past the
+    /// cap holds a single match.
+    #[test]
+    fn capped_merges_keep_every_match_and_never_overlap((docs, windows, _radius) in case(), cap in 5usize..60) {
+        let input_ids: BTreeSet<Uuid> = windows.iter().flat_map(|w| w.matches.iter().map(|m| m.id)).collect();
+        let (merged, _) = merge_capped(windows.clone(), WindowScore::Best, cap);
+        let ids: Vec<Uuid> = merged.iter().flat_map(|w| w.matches.iter().map(|m| m.id)).collect();
+        prop_assert_eq!(ids.len(), input_ids.len());
+        prop_assert_eq!(ids.into_iter().collect::<BTreeSet<_>>(), input_ids);
+        for (i, a) in merged.iter().enumerate() {
+            let doc = docs.iter().find(|d| d.id == a.doc_id).expect("doc");
+            prop_assert_eq!(&a.text, &doc.slice(a.char_start, a.char_end));
+            prop_assert!(a.tokens() <= cap || a.matches.len() == 1, "{} tokens, {} matches", a.tokens(), a.matches.len());
+            prop_assert!(!a.matches.is_empty());
+            for m in &a.matches {
+                prop_assert!(a.sentences.contains(&m.index));
+            }
+            for b in &merged[i + 1..] {
+                if a.doc_id == b.doc_id && a.section_id == b.section_id {
+                    prop_assert!(a.sentences.end <= b.sentences.start || b.sentences.end <= a.sentences.start, "{:?} {:?}", a.sentences, b.sentences);
+                }
+            }
+        }
+        // No cap: the uncapped merge.
+        prop_assert_eq!(merge_capped(windows.clone(), WindowScore::Best, usize::MAX), merge_overlapping(windows, WindowScore::Best));
+    }
+
     #[test]
     fn merged_windows_are_the_exact_union_within_sections((docs, windows, _radius) in case()) {
         let input_union: BTreeSet<_> = windows.iter().flat_map(indices).collect();

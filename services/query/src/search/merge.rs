@@ -144,6 +144,18 @@ impl WindowScore {
 /// Rule 1. Returns the merged windows, best score first (scored by `rule`), and how many
 /// input windows were absorbed into another.
 pub fn merge_overlapping(windows: Vec<Window>, rule: WindowScore) -> (Vec<Window>, usize) {
+    merge_capped(windows, rule, usize::MAX)
+}
+
+/// [`merge_overlapping`], where a merged window longer than `max_tokens` (estimated) is cut
+/// into windows that are not, between its matched sentences: each piece holds whole
+/// sentences and at least one match, pieces do not overlap, and every match is in one. So
+/// many hits in one long section give several windows, not one that holds the section.
+pub fn merge_capped(
+    windows: Vec<Window>,
+    rule: WindowScore,
+    max_tokens: usize,
+) -> (Vec<Window>, usize) {
     let total = windows.len();
     let mut groups: HashMap<(String, u64, String), Vec<Window>> = HashMap::new();
     for window in windows {
@@ -170,12 +182,89 @@ pub fn merge_overlapping(windows: Vec<Window>, rule: WindowScore) -> (Vec<Window
         }
         merged.push(current);
     }
-    for window in &mut merged {
+    let absorbed = total - merged.len();
+    let mut pieces = Vec::with_capacity(merged.len());
+    for window in merged {
+        if window.tokens() <= max_tokens || window.matches.len() < 2 {
+            pieces.push(window);
+        } else {
+            pieces.extend(window.cut(max_tokens));
+        }
+    }
+    for window in &mut pieces {
         window.score = rule.of(&window.matches);
     }
-    merged.sort_by(by_score);
-    let absorbed = total - merged.len();
-    (merged, absorbed)
+    pieces.sort_by(by_score);
+    let split = pieces.len().saturating_sub(total - absorbed);
+    (pieces, absorbed.saturating_sub(split))
+}
+
+impl Window {
+    /// Cuts this window before matched sentences so that each piece stays within
+    /// `max_tokens` where it can (a piece holds at least one match; the first piece starts
+    /// where the window does, the last ends where it does).
+    fn cut(self, max_tokens: usize) -> Vec<Window> {
+        let chars: Vec<char> = self.text.chars().collect();
+        let n = self.matches.len();
+        // Where match `i` starts in `chars` (`n`: the end).
+        let offset = |i: usize| {
+            self.matches.get(i).map_or(chars.len(), |m| {
+                m.char_start.saturating_sub(self.char_start).min(chars.len())
+            })
+        };
+        let slice = |a: usize, b: usize| chars[a..b.max(a)].iter().collect::<String>();
+        let mut pieces = Vec::new();
+        let mut first = 0;
+        while first < n {
+            let from = if first == 0 { 0 } else { offset(first) };
+            let mut end = first + 1;
+            while end < n && casement_text::estimate_tokens(&slice(from, offset(end + 1))) <= max_tokens {
+                end += 1;
+            }
+            let to = offset(end);
+            let text = trim_marker(slice(from, to).trim_end());
+            let char_start = self.char_start + from;
+            let char_end = char_start + text.chars().count();
+            pieces.push(Window {
+                sentences: if first == 0 {
+                    self.sentences.start
+                } else {
+                    self.matches[first].index
+                }..if end == n {
+                    self.sentences.end
+                } else {
+                    self.matches[end].index
+                },
+                char_start,
+                char_end,
+                text,
+                matches: self.matches[first..end].to_vec(),
+                links: self
+                    .links
+                    .iter()
+                    .filter(|l| char_start <= l.start && l.end <= char_end)
+                    .cloned()
+                    .collect(),
+                ..self.clone()
+            });
+            first = end;
+        }
+        pieces
+    }
+}
+
+/// `text` without a list marker left dangling on its last line (a piece cut before an
+/// item's sentence keeps the text up to it, the item's marker included).
+fn trim_marker(text: &str) -> String {
+    let last = text.rsplit('\n').next().unwrap_or("");
+    let marker = last.trim();
+    let is_marker = marker == "-"
+        || (marker.ends_with('.') && marker.len() > 1 && marker[..marker.len() - 1].chars().all(|c| c.is_ascii_digit()));
+    if is_marker && text.len() > last.len() {
+        text[..text.len() - last.len()].trim_end().to_owned()
+    } else {
+        text.to_owned()
+    }
 }
 
 fn token_counts(text: &str) -> HashMap<String, u32> {

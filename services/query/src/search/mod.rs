@@ -314,7 +314,11 @@ impl<S: Store> Searcher<S> {
             timings.expand += self.stage("expand", t);
 
             let t = Instant::now();
-            let (windows, merged) = merge::merge_overlapping(windows, self.search.window_score);
+            let (windows, merged) = merge::merge_capped(
+                windows,
+                self.search.window_score,
+                self.search.merge_max_tokens,
+            );
             let (windows, dropped) = merge::drop_contained(windows, self.search.containment);
             timings.merge += self.stage("merge", t);
             if windows.len() >= request.top_k || exhausted || limit >= most {
