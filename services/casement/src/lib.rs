@@ -22,6 +22,7 @@ pub mod progress;
 pub mod run;
 pub mod sample;
 pub mod serving;
+pub mod show;
 pub mod snapshot;
 pub mod sources;
 pub mod webhook;

@@ -138,6 +138,22 @@ enum Command {
         #[arg(long, env = "CASEMENT_API_KEY", hide_env_values = true)]
         api_key: Option<String>,
     },
+    /// Print what a page becomes, as a bot reads it: its text with template tags, page
+    /// furniture and markup removed and lists numbered, its links, and (--windows) every
+    /// window with its offsets into the file. Nothing is indexed.
+    Show {
+        /// A Markdown (.md, .mdx), HTML, text or wikitext (.wiki) file.
+        file: PathBuf,
+        /// markdown | html | text | wikitext (default: from the extension).
+        #[arg(long)]
+        format: Option<String>,
+        /// The page's address, against which relative links resolve.
+        #[arg(long)]
+        url: Option<String>,
+        /// Also print every window and where it came from in the file.
+        #[arg(long)]
+        windows: bool,
+    },
     /// Run a golden set (JSONL: query, doc_id, optional text, tenant, id) against a running
     /// service over HTTP; print recall@k, MRR@k and each failing query with what came back
     /// first. Exit code 0: every case passed; 1: some failed; 2: could not run.
@@ -191,6 +207,33 @@ fn main() -> ExitCode {
             api_key: api_key.clone(),
         };
         return casement::eval::command(&args, *json);
+    }
+    if let Command::Show {
+        file,
+        format,
+        url,
+        windows,
+    } = &cli.command
+    {
+        let outcome = (|| -> anyhow::Result<()> {
+            let config: CasementConfig =
+                casement_config::load(cli.config.as_deref(), config::ENV_PREFIX, std::env::vars())?;
+            casement::show::command(
+                &config.text,
+                file,
+                format.as_deref(),
+                url.as_deref(),
+                *windows,
+                &mut std::io::stdout().lock(),
+            )
+        })();
+        return match outcome {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                ExitCode::from(2)
+            }
+        };
     }
     if let Command::ReleaseDeletes { url, api_key } = &cli.command {
         let outcome = (|| -> anyhow::Result<()> {
@@ -366,7 +409,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Eval { .. }
         | Command::Audit { .. }
         | Command::Migrate { .. }
-        | Command::ReleaseDeletes { .. } => {
+        | Command::ReleaseDeletes { .. }
+        | Command::Show { .. } => {
             unreachable!("handled in main")
         }
         Command::Compact => {

@@ -26,6 +26,7 @@ fn help_lists_the_commands() {
         "audit",
         "snapshot",
         "restore",
+        "show",
     ] {
         assert!(help.contains(command), "{help}");
     }
@@ -267,4 +268,31 @@ fn eval_that_cannot_run_exits_2() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("case line 1: POST"), "{stderr}");
+}
+
+/// `casement show` prints what a real page becomes: Liquid tags gone, the checklist
+/// numbered with its lead-in, links with their targets, windows with source offsets; a
+/// file whose format cannot be told is refused with a message.
+#[test]
+fn show_prints_what_a_page_becomes() {
+    let page = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/text/tests/fixtures/markdown/18f-going-out-of-office.md");
+    let output = casement()
+        .args(["show", "--windows", "--url", "https://handbook.tts.gsa.gov/x/"])
+        .arg(&page)
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(!shown.contains("{%"), "{shown}");
+    assert!(shown.contains("Before taking leave, be sure to:\n\n1. Submit a leave request"), "{shown}");
+    assert!(shown.contains("- leave request in HR Links -> /tools/hrlinks/#using-leave"), "{shown}");
+    assert!(shown.contains("] source ") && !shown.contains("source unknown"), "{shown}");
+
+    let odd = tempfile::tempdir().unwrap();
+    let file = odd.path().join("page.xyz");
+    std::fs::write(&file, "text").unwrap();
+    let output = casement().arg("show").arg(&file).output().expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--format"));
 }

@@ -57,7 +57,7 @@ pub fn format_of(path: &Path) -> Option<&'static str> {
         return None;
     }
     match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
-        "md" | "markdown" => Some("markdown"),
+        "md" | "markdown" | "mdx" => Some("markdown"),
         "html" | "htm" => Some("html"),
         "txt" | "text" => Some("text"),
         "wiki" | "mediawiki" => Some("wikitext"),

@@ -67,7 +67,7 @@ use casement_events::{NativeEvent, NativeType};
 use casement_pipeline::SourceId;
 use tokio::time::Instant;
 
-mod files;
+pub(crate) mod files;
 mod state;
 #[cfg(test)]
 mod tests;
