@@ -40,14 +40,25 @@ pub fn command(
         metadata: serde_json::Map::new(),
     };
     let segmented = segment(&revision, text)?;
-    writeln!(out, "# {} ({format}, {} sections, {} sentences)", segmented.title, segmented.sections.len(), segmented.sentence_count())?;
+    writeln!(
+        out,
+        "# {} ({format}, {} sections, {} sentences)",
+        segmented.title,
+        segmented.sections.len(),
+        segmented.sentence_count()
+    )?;
     writeln!(out)?;
     writeln!(out, "{}", segmented.text)?;
     if !segmented.links.is_empty() {
         writeln!(out)?;
         writeln!(out, "## Links")?;
         for link in &segmented.links {
-            writeln!(out, "- {} -> {}", &segmented.text[link.range.clone()], link.url)?;
+            writeln!(
+                out,
+                "- {} -> {}",
+                &segmented.text[link.range.clone()],
+                link.url
+            )?;
         }
     }
     if windows {
@@ -61,15 +72,25 @@ pub fn command(
                 continue;
             }
             last = Some(span);
-            let source = match (record.cite.window_source_start, record.cite.window_source_end) {
+            let source = match (
+                record.cite.window_source_start,
+                record.cite.window_source_end,
+            ) {
                 (Some(s), Some(e)) => {
-                    let slice: String = chars[s.min(chars.len())..e.min(chars.len())].iter().collect();
+                    let slice: String = chars[s.min(chars.len())..e.min(chars.len())]
+                        .iter()
+                        .collect();
                     format!("{s}..{e} {:?}", truncate(&slice, 60))
                 }
                 _ => "unknown".to_owned(),
             };
             writeln!(out)?;
-            writeln!(out, "[{} > {}] source {source}", record.title, record.section_path.join(" > "))?;
+            writeln!(
+                out,
+                "[{} > {}] source {source}",
+                record.title,
+                record.section_path.join(" > ")
+            )?;
             writeln!(out, "{}", record.window)?;
         }
     }

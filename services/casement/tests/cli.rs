@@ -278,16 +278,34 @@ fn show_prints_what_a_page_becomes() {
     let page = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/text/tests/fixtures/markdown/18f-going-out-of-office.md");
     let output = casement()
-        .args(["show", "--windows", "--url", "https://handbook.tts.gsa.gov/x/"])
+        .args([
+            "show",
+            "--windows",
+            "--url",
+            "https://handbook.tts.gsa.gov/x/",
+        ])
         .arg(&page)
         .output()
         .expect("runs");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let shown = String::from_utf8_lossy(&output.stdout);
     assert!(!shown.contains("{%"), "{shown}");
-    assert!(shown.contains("Before taking leave, be sure to:\n\n1. Submit a leave request"), "{shown}");
-    assert!(shown.contains("- leave request in HR Links -> /tools/hrlinks/#using-leave"), "{shown}");
-    assert!(shown.contains("] source ") && !shown.contains("source unknown"), "{shown}");
+    assert!(
+        shown.contains("Before taking leave, be sure to:\n\n1. Submit a leave request"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("- leave request in HR Links -> /tools/hrlinks/#using-leave"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("] source ") && !shown.contains("source unknown"),
+        "{shown}"
+    );
 
     let odd = tempfile::tempdir().unwrap();
     let file = odd.path().join("page.xyz");

@@ -350,7 +350,8 @@ async fn document<S: Store + 'static>(
         (None, None) => (doc_id.clone(), false, None),
     };
     let doc = DocRef::new(tenant.as_deref(), &doc_id);
-    let state = state.ok_or_else(|| ApiError::NotFound(format!("document {doc_id:?} is not indexed")))?;
+    let state =
+        state.ok_or_else(|| ApiError::NotFound(format!("document {doc_id:?} is not indexed")))?;
     let mut records = store.records(doc).await.map_err(ApiError::store)?;
     if text_view {
         // Only the records of the revision the state names (a write may be under way).

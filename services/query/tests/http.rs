@@ -340,13 +340,27 @@ async fn what_a_bot_reads_from_a_real_page() {
     )
     .unwrap();
     indexer
-        .process(&upsert("going-out-of-office", 1, "Going out of office", None, Format::Markdown, &page))
+        .process(&upsert(
+            "going-out-of-office",
+            1,
+            "Going out of office",
+            None,
+            Format::Markdown,
+            &page,
+        ))
         .await
         .unwrap();
     let articles = squad_articles(3);
     for (i, article) in articles.iter().enumerate() {
         indexer
-            .process(&upsert(&format!("squad-{i}"), 1, &article.title, None, Format::Text, &article.text))
+            .process(&upsert(
+                &format!("squad-{i}"),
+                1,
+                &article.title,
+                None,
+                Format::Text,
+                &article.text,
+            ))
             .await
             .unwrap();
     }
@@ -363,10 +377,18 @@ async fn what_a_bot_reads_from_a_real_page() {
     let found = windows(&body);
     let step = found
         .iter()
-        .find(|w| w["text"].as_str().unwrap().contains("6. Update your Slack status"))
+        .find(|w| {
+            w["text"]
+                .as_str()
+                .unwrap()
+                .contains("6. Update your Slack status")
+        })
         .unwrap_or_else(|| panic!("no window with the step: {body}"));
     let text = step["text"].as_str().unwrap();
-    assert!(text.contains("Before taking leave, be sure to:\n\n1. Submit a leave request"), "{text}");
+    assert!(
+        text.contains("Before taking leave, be sure to:\n\n1. Submit a leave request"),
+        "{text}"
+    );
     for window in &found {
         let text = window["text"].as_str().unwrap();
         assert!(!text.contains("{%") && !text.contains("]("), "{text}");
@@ -379,8 +401,14 @@ async fn what_a_bot_reads_from_a_real_page() {
         step["source_end"].as_u64().unwrap() as usize,
     );
     let slice: String = chars[start..end].iter().collect();
-    assert!(slice.starts_with("Before taking leave, be sure to:"), "{slice}");
-    assert!(slice.contains("Update your Slack status to indicate that you are OOO."), "{slice}");
+    assert!(
+        slice.starts_with("Before taking leave, be sure to:"),
+        "{slice}"
+    );
+    assert!(
+        slice.contains("Update your Slack status to indicate that you are OOO."),
+        "{slice}"
+    );
     // And out of the citation text by char_start/char_end.
     let cited: Value = reqwest::get(format!("{base}/v1/documents/going-out-of-office/text"))
         .await
@@ -391,8 +419,14 @@ async fn what_a_bot_reads_from_a_real_page() {
     assert_eq!(cited["revision"], 1);
     let citation: Vec<char> = cited["text"].as_str().unwrap().chars().collect();
     for window in &found {
-        let (s, e) = (window["char_start"].as_u64().unwrap() as usize, window["char_end"].as_u64().unwrap() as usize);
-        assert_eq!(citation[s..e].iter().collect::<String>(), window["text"].as_str().unwrap());
+        let (s, e) = (
+            window["char_start"].as_u64().unwrap() as usize,
+            window["char_end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(
+            citation[s..e].iter().collect::<String>(),
+            window["text"].as_str().unwrap()
+        );
     }
 
     // Links keep their targets, resolved against the document's url.
@@ -403,25 +437,53 @@ async fn what_a_bot_reads_from_a_real_page() {
         .find(|l| l["text"] == "leave request in HR Links")
         .unwrap_or_else(|| panic!("{links:?}"));
     assert_eq!(hr["url"], "https://example.org/tools/hrlinks/#using-leave");
-    let window_text: Vec<char> = windows(&body)[0]["text"].as_str().unwrap().chars().collect();
-    let (s, e) = (hr["start"].as_u64().unwrap() as usize, hr["end"].as_u64().unwrap() as usize);
-    assert_eq!(window_text[s..e].iter().collect::<String>(), "leave request in HR Links");
+    let window_text: Vec<char> = windows(&body)[0]["text"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .collect();
+    let (s, e) = (
+        hr["start"].as_u64().unwrap() as usize,
+        hr["end"].as_u64().unwrap() as usize,
+    );
+    assert_eq!(
+        window_text[s..e].iter().collect::<String>(),
+        "leave request in HR Links"
+    );
 
     // `top_k` met although merges eat hits; fewer only when no more exist, and said.
     for top_k in [5, 10] {
-        let (status, body) = post(base, None, json!({"query": "When did the Normans conquer England?", "top_k": top_k})).await;
+        let (status, body) = post(
+            base,
+            None,
+            json!({"query": "When did the Normans conquer England?", "top_k": top_k}),
+        )
+        .await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(windows(&body).len(), top_k, "{body}");
         assert!(body.get("short").is_none(), "{body}");
     }
     // More than the token budget holds: cut, and said.
-    let (_, body) = post(base, None, json!({"query": "When did the Normans conquer England?", "top_k": 40})).await;
+    let (_, body) = post(
+        base,
+        None,
+        json!({"query": "When did the Normans conquer England?", "top_k": 40}),
+    )
+    .await;
     assert!(windows(&body).len() < 40);
     assert_eq!(body["short"], "token_budget", "{}", body["short"]);
-    let (_, body) = post(base, None, json!({"query": "leave", "top_k": 50, "doc_ids": ["going-out-of-office"]})).await;
+    let (_, body) = post(
+        base,
+        None,
+        json!({"query": "leave", "top_k": 50, "doc_ids": ["going-out-of-office"]}),
+    )
+    .await;
     let count = windows(&body).len();
     assert!(count < 50 && count > 3, "{count}");
     assert_eq!(body["short"], "no_more_matches", "{body}");
     let metrics = metrics_text(base).await;
-    assert!(!metrics.contains("casement_query_search_rounds_count 0\n"), "{metrics}");
+    assert!(
+        !metrics.contains("casement_query_search_rounds_count 0\n"),
+        "{metrics}"
+    );
 }

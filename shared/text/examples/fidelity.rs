@@ -10,6 +10,8 @@
 //! `cargo run --release -p casement-text --example fidelity [-- --show N]` prints a table
 //! (and up to N offending windows per corpus).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashSet;
 use std::io::Read;
 
@@ -60,7 +62,11 @@ fn fixtures() -> (Vec<Page>, Vec<Page>) {
         .map(|line| {
             let v: serde_json::Value = serde_json::from_str(line).expect("json");
             Page {
-                id: format!("{}:{}", v["lang"].as_str().unwrap_or(""), v["title"].as_str().unwrap_or("")),
+                id: format!(
+                    "{}:{}",
+                    v["lang"].as_str().unwrap_or(""),
+                    v["title"].as_str().unwrap_or("")
+                ),
                 format: Format::Wikitext,
                 content: v["wikitext"].as_str().unwrap_or_default().to_owned(),
             }
@@ -74,13 +80,18 @@ fn fixtures() -> (Vec<Page>, Vec<Page>) {
             .map(|e| e.path())
             .filter(|p| {
                 let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                !name.contains(".expected") && (name.ends_with(".html") || name.ends_with(".md") || name.ends_with(".mdx"))
+                !name.contains(".expected")
+                    && (name.ends_with(".html") || name.ends_with(".md") || name.ends_with(".mdx"))
             })
             .collect();
         entries.sort();
         for path in entries {
             other.push(Page {
-                id: path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_owned(),
+                id: path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("")
+                    .to_owned(),
                 format,
                 content: std::fs::read_to_string(&path).expect("fixture"),
             });
@@ -92,17 +103,18 @@ fn fixtures() -> (Vec<Page>, Vec<Page>) {
 fn markup(text: &str) -> Option<&'static str> {
     const MARKS: &[&str] = &[
         "{%", "%}", "{{", "}}", "](", "[[", "]]", "{|", "|-", "|}", "'''", "<ref", "</", "/>",
-        "thumb|", "mini|", "|thumb", "|mini", "upright=", "|upright", "hochkant", "|links|", "|rechts|", "<br", "<div", "<span",
-        "<p>", "<li", "<sup", "<small",
+        "thumb|", "mini|", "|thumb", "|mini", "upright=", "|upright", "hochkant", "|links|",
+        "|rechts|", "<br", "<div", "<span", "<p>", "<li", "<sup", "<small",
     ];
     if let Some(mark) = MARKS.iter().find(|m| text.contains(**m)) {
         return Some(mark);
     }
     // `NNNpx` image sizes.
-    text.split(['|', ' ']).any(|w| {
-        w.len() > 2 && w.ends_with("px") && w[..w.len() - 2].chars().all(|c| c.is_ascii_digit())
-    })
-    .then_some("NNNpx")
+    text.split(['|', ' '])
+        .any(|w| {
+            w.len() > 2 && w.ends_with("px") && w[..w.len() - 2].chars().all(|c| c.is_ascii_digit())
+        })
+        .then_some("NNNpx")
 }
 
 /// `text` without `<…>` tags (a slice of HTML or wikitext).
@@ -187,25 +199,49 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                 tally.with_markup += 1;
                 if tally.shown < show {
                     tally.shown += 1;
-                    println!("[{name}] {} holds `{mark}`: {:?}", page.id, prose.chars().take(300).collect::<String>());
+                    println!(
+                        "[{name}] {} holds `{mark}`: {:?}",
+                        page.id,
+                        prose.chars().take(300).collect::<String>()
+                    );
                 }
             }
-            if let (Some(s), Some(e)) = (record.cite.window_source_start, record.cite.window_source_end) {
+            if let (Some(s), Some(e)) = (
+                record.cite.window_source_start,
+                record.cite.window_source_end,
+            ) {
                 tally.resolvable += 1;
-                let slice: String = content[s.min(content.len())..e.min(content.len())].iter().collect();
+                let slice: String = content[s.min(content.len())..e.min(content.len())]
+                    .iter()
+                    .collect();
                 // Every word of the window in the slice, markup between letters aside
                 // (`significant<sup>1</sup>` reads `significant1`, `[[transferase]]s`
                 // `transferases`); list numbers are the window's own.
                 let untagged = strip_tags(&slice);
-                let letters: String = untagged.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect();
+                let letters: String = untagged
+                    .chars()
+                    .filter(|c| c.is_alphanumeric())
+                    .flat_map(char::to_lowercase)
+                    .collect();
                 let have: HashSet<String> = HashSet::new();
-                let found = |w: &String| letters.contains(w.as_str()) || w.chars().all(|c| c.is_ascii_digit()) && w.len() <= 3;
+                let found = |w: &String| {
+                    letters.contains(w.as_str())
+                        || w.chars().all(|c| c.is_ascii_digit()) && w.len() <= 3
+                };
                 if words(&record.window).iter().all(found) {
                     tally.resolved += 1;
                 } else if tally.shown < show && std::env::var("SHOW_CITATIONS").is_ok() {
                     tally.shown += 1;
-                    let missing: Vec<String> = words(&record.window).into_iter().filter(|w| !found(w) && !have.contains(w)).collect();
-                    println!("[{name}] {} window not in its source slice, missing {missing:?}: {:?} / {:?}", page.id, record.window.chars().take(120).collect::<String>(), slice.chars().take(160).collect::<String>());
+                    let missing: Vec<String> = words(&record.window)
+                        .into_iter()
+                        .filter(|w| !found(w) && !have.contains(w))
+                        .collect();
+                    println!(
+                        "[{name}] {} window not in its source slice, missing {missing:?}: {:?} / {:?}",
+                        page.id,
+                        record.window.chars().take(120).collect::<String>(),
+                        slice.chars().take(160).collect::<String>()
+                    );
                 }
             } else {
                 tally.resolvable += 1;
@@ -215,7 +251,10 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
         for section in &segmented.sections {
             for (i, unit) in section.units.iter().enumerate() {
                 let Some(group) = unit.group else { continue };
-                let Some(lead) = (0..i).rev().find(|&j| section.units[j].leads == Some(group)) else {
+                let Some(lead) = (0..i)
+                    .rev()
+                    .find(|&j| section.units[j].leads == Some(group))
+                else {
                     continue;
                 };
                 let span = &segmented.text[section.sentences[lead].start..section.sentences[i].end];
@@ -226,7 +265,9 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                 let record = records
                     .iter()
                     .find(|r| r.section_id == section.id && r.position.index as usize == i);
-                let holds = record.and_then(|r| r.cite.window_sentences).is_some_and(|[s, e]| (s as usize) <= lead && lead < e as usize);
+                let holds = record
+                    .and_then(|r| r.cite.window_sentences)
+                    .is_some_and(|[s, e]| (s as usize) <= lead && lead < e as usize);
                 if !holds {
                     tally.lead_missing += 1;
                 }
@@ -252,7 +293,11 @@ fn main() {
         .unwrap_or(0);
     let config = TextConfig::default();
     let (wiki, other) = fixtures();
-    let corpora = [("18F handbook (final pages)", handbook()), ("Wikipedia wikitext", wiki), ("HTML/Hugo/MDX pages", other)];
+    let corpora = [
+        ("18F handbook (final pages)", handbook()),
+        ("Wikipedia wikitext", wiki),
+        ("HTML/Hugo/MDX pages", other),
+    ];
     println!("| corpus | pages | windows | markup share | lead-in missing | citations resolve |");
     println!("|---|---:|---:|---:|---:|---:|");
     let mut rows = Vec::new();

@@ -92,7 +92,10 @@ impl TextConfig {
             self.language, self.max_sentence_tokens, self.code_blocks, self.templates
         );
         for rule in &self.markup_rules {
-            fingerprint.push_str(&format!("|{}\u{1f}{}\u{1f}{}", rule.pattern, rule.replace, rule.doc_prefix));
+            fingerprint.push_str(&format!(
+                "|{}\u{1f}{}\u{1f}{}",
+                rule.pattern, rule.replace, rule.doc_prefix
+            ));
         }
         fingerprint
     }

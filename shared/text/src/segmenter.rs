@@ -39,7 +39,9 @@ pub struct Section {
 
 /// Where a sentence sits in its section's structure: what structure-aware windows read
 /// (`window::structured_window`). Stored with each sentence point.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(default)]
 pub struct Unit {
     /// The sentence's block, counted from 0 in its section.
@@ -109,9 +111,15 @@ pub fn segment_reusing(
             limit: MAX_DOCUMENT_BYTES,
         });
     }
-    let markup = config.markup().map_err(|message| Error::Config { message })?;
-    let extracted =
-        extract::extract_with(revision.format, &revision.content, &revision.doc_id, &markup);
+    let markup = config
+        .markup()
+        .map_err(|message| Error::Config { message })?;
+    let extracted = extract::extract_with(
+        revision.format,
+        &revision.content,
+        &revision.doc_id,
+        &markup,
+    );
     let source_chars = crate::records::CharOffsets::new(&revision.content);
     let title = revision
         .title
@@ -277,7 +285,7 @@ fn section_hash(fingerprint: &str, extracted: &ExtractedText, blocks: &[&Block])
     for block in blocks {
         hasher.field(format!("{:?}", block.kind).as_bytes());
         // From the line start: a list item's marker and nesting are in its windows.
-        hasher.field(extracted.text[block.line_start..block.range.end].as_bytes());
+        hasher.field(&extracted.text.as_bytes()[block.line_start..block.range.end]);
         hasher.field(&[u8::from(block.group.is_some())]);
     }
     hasher.hex()

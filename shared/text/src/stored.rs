@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use crate::document::DocumentState;
-use crate::records::SentenceRecord;
 use crate::extract::Link;
+use crate::records::SentenceRecord;
 use crate::segmenter::{Section, SegmentedRevision, Unit};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -61,7 +61,11 @@ pub fn citation_text(records: &[SentenceRecord]) -> String {
             && headed.insert(record.position.section)
             && let Some(heading) = record.section_path.last()
         {
-            let line = record.cite.unit.line_start.unwrap_or(record.section_char_start);
+            let line = record
+                .cite
+                .unit
+                .line_start
+                .unwrap_or(record.section_char_start);
             let width = heading.chars().count() + 2;
             if let Some(start) = line.checked_sub(width) {
                 put(start, heading);
@@ -189,7 +193,9 @@ pub fn segmented_from_records(
             url: l.url.clone(),
         })
         .collect();
-    links.sort_by(|a, b| (a.range.start, a.range.end, &a.url).cmp(&(b.range.start, b.range.end, &b.url)));
+    links.sort_by(|a, b| {
+        (a.range.start, a.range.end, &a.url).cmp(&(b.range.start, b.range.end, &b.url))
+    });
     links.dedup();
     let first = records.first();
     Ok(SegmentedRevision {

@@ -36,7 +36,9 @@ pub fn structured_window(
         return base;
     }
     let tokens = |range: &Range<usize>| {
-        crate::tokens::estimate_tokens(&text[sentences[range.start].start..sentences[range.end - 1].end])
+        crate::tokens::estimate_tokens(
+            &text[sentences[range.start].start..sentences[range.end - 1].end],
+        )
     };
     // The end (exclusive) of the block of sentence `i`.
     let block_end = |i: usize| {
@@ -47,13 +49,10 @@ pub fn structured_window(
     };
     let mut range = base.clone();
     let mut done: Vec<u32> = Vec::new();
-    loop {
-        let Some(group) = (range.clone())
-            .filter_map(|i| units[i].group.or(units[i].leads))
-            .find(|g| !done.contains(g))
-        else {
-            break;
-        };
+    while let Some(group) = (range.clone())
+        .filter_map(|i| units[i].group.or(units[i].leads))
+        .find(|g| !done.contains(g))
+    {
         done.push(group);
         let members: Vec<usize> = (0..sentences.len())
             .filter(|&i| units[i].group == Some(group))
@@ -89,6 +88,7 @@ pub fn structured_window(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -101,7 +101,9 @@ mod tests {
         assert_eq!(window_indices(2, 5, 0), 2..3);
     }
 
-    fn section(blocks: &[(&str, Option<u32>, bool)]) -> (String, Vec<Range<usize>>, Vec<crate::segmenter::Unit>) {
+    fn section(
+        blocks: &[(&str, Option<u32>, bool)],
+    ) -> (String, Vec<Range<usize>>, Vec<crate::segmenter::Unit>) {
         let mut text = String::new();
         let mut sentences = Vec::new();
         let mut units = Vec::new();
@@ -135,9 +137,15 @@ mod tests {
             ("After.", None, false),
         ]);
         // A hit on the fifth item at radius 1: lead-in and every item.
-        assert_eq!(structured_window(&text, &sentences, &units, 7, 1, 400), 2..9);
+        assert_eq!(
+            structured_window(&text, &sentences, &units, 7, 1, 400),
+            2..9
+        );
         // A hit on the lead-in: the whole list follows it.
-        assert_eq!(structured_window(&text, &sentences, &units, 2, 0, 400), 2..8);
+        assert_eq!(
+            structured_window(&text, &sentences, &units, 2, 0, 400),
+            2..8
+        );
         // A cap too small for the list: a window after it that would hold its last items
         // without the lead-in stops short of the list.
         assert_eq!(structured_window(&text, &sentences, &units, 8, 2, 12), 8..9);

@@ -1,4 +1,5 @@
 //! Sentence boundaries and structure, per format, on real-looking text.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use casement_text::{CodeBlocks, Format, Revision, SegmentedRevision, TextConfig, segment};
 
@@ -309,13 +310,16 @@ fn wikitext_the_parser_panics_on_still_yields_text() {
 // ---- Real pages (tests/fixtures, README there says where each comes from) ----
 
 fn fixture(path: &str) -> String {
-    let at = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path);
+    let at = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path);
     std::fs::read_to_string(&at).unwrap_or_else(|e| panic!("{}: {e}", at.display()))
 }
 
 fn wikitext_page(lang: &str, title: &str) -> String {
     use std::io::Read;
-    let at = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wikitext/pages.jsonl.gz");
+    let at = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/wikitext/pages.jsonl.gz");
     let mut raw = String::new();
     flate2::read::GzDecoder::new(std::fs::File::open(at).expect("wikitext fixtures"))
         .read_to_string(&mut raw)
@@ -343,13 +347,24 @@ fn prose(format: Format, content: &str) -> String {
 fn assert_clean(text: &str, marks: &[&str]) {
     for mark in marks {
         if let Some(at) = text.find(mark) {
-            let from = text[..at].char_indices().rev().nth(80).map_or(0, |(i, _)| i);
-            panic!("`{mark}` in the text: …{}…", &text[from..(at + 80).min(text.len())]);
+            let from = text[..at]
+                .char_indices()
+                .rev()
+                .nth(80)
+                .map_or(0, |(i, _)| i);
+            panic!(
+                "`{mark}` in the text: …{}…",
+                &text[from..(at + 80).min(text.len())]
+            );
         }
     }
 }
 
-fn records_of(format: Format, content: &str, url: Option<&str>) -> (SegmentedRevision, Vec<casement_text::SentenceRecord>) {
+fn records_of(
+    format: Format,
+    content: &str,
+    url: Option<&str>,
+) -> (SegmentedRevision, Vec<casement_text::SentenceRecord>) {
     let mut rev = revision(format, content);
     rev.url = url.map(str::to_owned);
     let config = TextConfig::default();
@@ -364,37 +379,100 @@ fn records_of(format: Format, content: &str, url: Option<&str>) -> (SegmentedRev
 #[test]
 fn a_liquid_page_reads_clean_with_whole_lists_and_resolving_citations() {
     let page = fixture("markdown/18f-going-out-of-office.md");
-    let (s, records) = records_of(Format::Markdown, &page, Some("https://handbook.tts.gsa.gov/travel-and-leave/going-out-of-office/"));
+    let (s, records) = records_of(
+        Format::Markdown,
+        &page,
+        Some("https://handbook.tts.gsa.gov/travel-and-leave/going-out-of-office/"),
+    );
     assert_clean(&s.text, &["{%", "%}", "](", "{{"]);
-    assert!(s.text.contains("approved leave request in HR Links, every scheduled work day"), "{}", s.text);
-    assert!(s.links.iter().any(|l| l.url == "/tools/hrlinks/#using-leave"), "{:?}", s.links);
-    assert!(s.text.contains("Before taking leave, be sure to:\n\n1. Submit a leave request"), "{}", s.text);
-    assert!(s.text.contains("\n  1. Google Calendar has an OOO setting"), "{}", s.text);
+    assert!(
+        s.text
+            .contains("approved leave request in HR Links, every scheduled work day"),
+        "{}",
+        s.text
+    );
+    assert!(
+        s.links
+            .iter()
+            .any(|l| l.url == "/tools/hrlinks/#using-leave"),
+        "{:?}",
+        s.links
+    );
+    assert!(
+        s.text
+            .contains("Before taking leave, be sure to:\n\n1. Submit a leave request"),
+        "{}",
+        s.text
+    );
+    assert!(
+        s.text.contains("\n  1. Google Calendar has an OOO setting"),
+        "{}",
+        s.text
+    );
 
     let hit = records
         .iter()
-        .find(|r| r.sentence.starts_with("Update your Slack status to indicate"))
+        .find(|r| {
+            r.sentence
+                .starts_with("Update your Slack status to indicate")
+        })
         .expect("the sixth step");
-    assert!(hit.window.contains("Before taking leave, be sure to:"), "{}", hit.window);
-    assert!(hit.window.contains("6. Update your Slack status"), "{}", hit.window);
-    assert!(hit.window.contains("1. Submit a leave request"), "{}", hit.window);
+    assert!(
+        hit.window.contains("Before taking leave, be sure to:"),
+        "{}",
+        hit.window
+    );
+    assert!(
+        hit.window.contains("6. Update your Slack status"),
+        "{}",
+        hit.window
+    );
+    assert!(
+        hit.window.contains("1. Submit a leave request"),
+        "{}",
+        hit.window
+    );
 
     let content: Vec<char> = page.chars().collect();
     for record in &records {
-        let (start, end) = (record.cite.window_source_start.unwrap(), record.cite.window_source_end.unwrap());
+        let (start, end) = (
+            record.cite.window_source_start.unwrap(),
+            record.cite.window_source_end.unwrap(),
+        );
         let slice: String = content[start..end].iter().collect();
         let first = record.sentence.split_whitespace().next().unwrap();
         assert!(slice.contains(first), "{first:?} not in {slice:?}");
-        let (start, end) = (record.cite.source_start.unwrap(), record.cite.source_end.unwrap());
+        let (start, end) = (
+            record.cite.source_start.unwrap(),
+            record.cite.source_end.unwrap(),
+        );
         let sentence_slice: String = content[start..end].iter().collect();
-        let last = record.sentence.split_whitespace().last().unwrap().trim_matches(|c: char| !c.is_alphanumeric());
-        assert!(sentence_slice.contains(last), "{last:?} not in {sentence_slice:?} ({})", record.sentence);
+        let last = record
+            .sentence
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .trim_matches(|c: char| !c.is_alphanumeric());
+        assert!(
+            sentence_slice.contains(last),
+            "{last:?} not in {sentence_slice:?} ({})",
+            record.sentence
+        );
     }
     // Links inside a window point at characters of the citation text.
-    let with_link = records.iter().find(|r| !r.cite.links.is_empty()).expect("a window with a link");
+    let with_link = records
+        .iter()
+        .find(|r| !r.cite.links.is_empty())
+        .expect("a window with a link");
     let chars: Vec<char> = s.text.chars().collect();
     let link = &with_link.cite.links[0];
-    assert!(!chars[link.start..link.end].iter().collect::<String>().trim().is_empty());
+    assert!(
+        !chars[link.start..link.end]
+            .iter()
+            .collect::<String>()
+            .trim()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -402,22 +480,46 @@ fn a_hugo_page_loses_its_shortcodes_and_keeps_relref_targets() {
     let page = fixture("markdown/hugo-image-processing.md");
     let (s, _) = records_of(Format::Markdown, &page, None);
     // Outside code: the page's code blocks show shortcodes as their content.
-    assert_clean(&prose(Format::Markdown, &page), &["{{<", ">}}", "{{%", "%}}"]);
-    assert!(s.links.iter().any(|l| l.url.contains(".md") || l.url.contains('/')), "{:?}", s.links);
+    assert_clean(
+        &prose(Format::Markdown, &page),
+        &["{{<", ">}}", "{{%", "%}}"],
+    );
+    assert!(
+        s.links
+            .iter()
+            .any(|l| l.url.contains(".md") || l.url.contains('/')),
+        "{:?}",
+        s.links
+    );
 }
 
 #[test]
 fn an_mdx_page_loses_imports_and_comments() {
     let page = fixture("markdown/mdx-installation.mdx");
-    assert_clean(&prose(Format::Markdown, &page), &["import ", "{/*", "<UpgradeGuide"]);
+    assert_clean(
+        &prose(Format::Markdown, &page),
+        &["import ", "{/*", "<UpgradeGuide"],
+    );
 }
 
 #[test]
 fn an_html_page_keeps_its_main_content_without_navigation_or_footer() {
     let page = fixture("html/mozilla-firefox-customize.html");
-    let (s, records) = records_of(Format::Html, &page, Some("https://www.mozilla.org/en-US/firefox/customize/"));
-    assert!(s.text.contains("easier than ever to personalize Firefox"), "{}", s.text);
-    for furniture in ["Partner with Us", "Firefox Affiliates", "Contribute to this site"] {
+    let (s, records) = records_of(
+        Format::Html,
+        &page,
+        Some("https://www.mozilla.org/en-US/firefox/customize/"),
+    );
+    assert!(
+        s.text.contains("easier than ever to personalize Firefox"),
+        "{}",
+        s.text
+    );
+    for furniture in [
+        "Partner with Us",
+        "Firefox Affiliates",
+        "Contribute to this site",
+    ] {
         assert!(!s.text.contains(furniture), "{furniture} in {}", s.text);
     }
     assert_clean(&s.text, &["<div", "<a ", "</"]);
@@ -430,10 +532,35 @@ fn an_html_page_keeps_its_main_content_without_navigation_or_footer() {
 fn a_large_german_wikitext_page_reads_clean() {
     let page = wikitext_page("de", "Berlin");
     assert!(page.len() > 200_000 && page.contains("[[Datei:") && page.contains("<ref"));
-    let (s, records) = records_of(Format::Wikitext, &page, Some("https://de.wikipedia.org/wiki/Berlin"));
+    let (s, records) = records_of(
+        Format::Wikitext,
+        &page,
+        Some("https://de.wikipedia.org/wiki/Berlin"),
+    );
     assert!(records.len() > 500, "{} sentences", records.len());
-    assert_clean(&s.text, &["[[", "]]", "{{", "}}", "{|", "|-", "<ref", "mini|", "|mini", "Datei:", "Kategorie:", "'''"]);
-    assert!(s.text.contains("Berlin () ist Hauptstadt und als Land eine parlamentarische Republik"), "{}", &s.text[..2000]);
+    assert_clean(
+        &s.text,
+        &[
+            "[[",
+            "]]",
+            "{{",
+            "}}",
+            "{|",
+            "|-",
+            "<ref",
+            "mini|",
+            "|mini",
+            "Datei:",
+            "Kategorie:",
+            "'''",
+        ],
+    );
+    assert!(
+        s.text
+            .contains("Berlin () ist Hauptstadt und als Land eine parlamentarische Republik"),
+        "{}",
+        &s.text[..2000]
+    );
 }
 
 /// An English page through the markup stripper (what a page the parser cannot finish
@@ -442,6 +569,21 @@ fn a_large_german_wikitext_page_reads_clean() {
 fn the_stripper_path_reads_a_real_page_clean() {
     let page = wikitext_page("en", "United Kingdom");
     let stripped = casement_text::extract::strip_wikitext(&page);
-    assert_clean(&stripped.text, &["[[", "]]", "{{", "}}", "{|", "|-", "<ref", "thumb|", "File:", "Category:", "'''"]);
+    assert_clean(
+        &stripped.text,
+        &[
+            "[[",
+            "]]",
+            "{{",
+            "}}",
+            "{|",
+            "|-",
+            "<ref",
+            "thumb|",
+            "File:",
+            "Category:",
+            "'''",
+        ],
+    );
     assert!(stripped.text.contains("United Kingdom"));
 }

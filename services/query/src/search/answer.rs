@@ -25,7 +25,9 @@ pub fn answer(window: Window) -> WindowAnswer {
         .map(|l| {
             let (start, end) = (l.start - window.char_start, l.end - window.char_start);
             LinkAnswer {
-                text: chars[start.min(chars.len())..end.min(chars.len())].iter().collect(),
+                text: chars[start.min(chars.len())..end.min(chars.len())]
+                    .iter()
+                    .collect(),
                 url: resolve(window.url.as_deref(), &l.url),
                 start,
                 end,

@@ -209,7 +209,9 @@ impl Window {
         // Where match `i` starts in `chars` (`n`: the end).
         let offset = |i: usize| {
             self.matches.get(i).map_or(chars.len(), |m| {
-                m.char_start.saturating_sub(self.char_start).min(chars.len())
+                m.char_start
+                    .saturating_sub(self.char_start)
+                    .min(chars.len())
             })
         };
         let slice = |a: usize, b: usize| chars[a..b.max(a)].iter().collect::<String>();
@@ -218,7 +220,9 @@ impl Window {
         while first < n {
             let from = if first == 0 { 0 } else { offset(first) };
             let mut end = first + 1;
-            while end < n && casement_text::estimate_tokens(&slice(from, offset(end + 1))) <= max_tokens {
+            while end < n
+                && casement_text::estimate_tokens(&slice(from, offset(end + 1))) <= max_tokens
+            {
                 end += 1;
             }
             let to = offset(end);
@@ -259,7 +263,11 @@ fn trim_marker(text: &str) -> String {
     let last = text.rsplit('\n').next().unwrap_or("");
     let marker = last.trim();
     let is_marker = marker == "-"
-        || (marker.ends_with('.') && marker.len() > 1 && marker[..marker.len() - 1].chars().all(|c| c.is_ascii_digit()));
+        || (marker.ends_with('.')
+            && marker.len() > 1
+            && marker[..marker.len() - 1]
+                .chars()
+                .all(|c| c.is_ascii_digit()));
     if is_marker && text.len() > last.len() {
         text[..text.len() - last.len()].trim_end().to_owned()
     } else {

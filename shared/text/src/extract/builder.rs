@@ -190,7 +190,11 @@ impl TextBuilder {
         if keep == 0 {
             // Only whitespace was written: drop the block, its marker and its separator.
             self.text.truncate(open.separator_at);
-            while self.sources.last().is_some_and(|(at, _)| *at >= self.text.len()) {
+            while self
+                .sources
+                .last()
+                .is_some_and(|(at, _)| *at >= self.text.len())
+            {
                 self.sources.pop();
             }
             return;
@@ -222,7 +226,10 @@ impl TextBuilder {
             let group = self.open.as_ref().and_then(|o| o.group);
             let same_group = group.is_some()
                 && self.blocks.last().is_some_and(|b| b.group == group)
-                && self.blocks.last().is_some_and(|b| b.range.end == self.text.len());
+                && self
+                    .blocks
+                    .last()
+                    .is_some_and(|b| b.range.end == self.text.len());
             let separator_at = self.text.len();
             if !self.text.is_empty() {
                 self.text.push_str(if same_group { "\n" } else { "\n\n" });
@@ -366,6 +373,7 @@ impl TextBuilder {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -391,8 +399,14 @@ mod tests {
             "Book here:\n\n1. First.\n  - Nested.\n2. Second.\n\nAfter."
         );
         let items: Vec<_> = text.blocks.iter().map(|b| text.block_text(b)).collect();
-        assert_eq!(items, ["Book here:", "First.", "Nested.", "Second.", "After."]);
-        assert_eq!(&text.text[text.blocks[2].line_start..text.blocks[2].range.end], "  - Nested.");
+        assert_eq!(
+            items,
+            ["Book here:", "First.", "Nested.", "Second.", "After."]
+        );
+        assert_eq!(
+            &text.text[text.blocks[2].line_start..text.blocks[2].range.end],
+            "  - Nested."
+        );
     }
 
     #[test]

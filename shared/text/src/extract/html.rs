@@ -31,7 +31,11 @@ impl Cursor<'_> {
             found + text.trim().len()
         } else {
             let rest = &self.content[found..];
-            found + rest.find("</pre").or_else(|| rest.find('<')).unwrap_or(rest.len())
+            found
+                + rest
+                    .find("</pre")
+                    .or_else(|| rest.find('<'))
+                    .unwrap_or(rest.len())
         };
         self.at = end;
         Some(found..end)
@@ -116,7 +120,15 @@ fn is_boilerplate(element: &ElementRef<'_>) -> bool {
     if let Some(role) = value.attr("role")
         && matches!(
             role,
-            "navigation" | "banner" | "contentinfo" | "complementary" | "search" | "dialog" | "alertdialog" | "menu" | "menubar"
+            "navigation"
+                | "banner"
+                | "contentinfo"
+                | "complementary"
+                | "search"
+                | "dialog"
+                | "alertdialog"
+                | "menu"
+                | "menubar"
         )
     {
         return true;
@@ -128,13 +140,37 @@ fn is_boilerplate(element: &ElementRef<'_>) -> bool {
     )
     .to_ascii_lowercase();
     const FURNITURE: &[&str] = &[
-        "cookie", "consent", "gdpr", "skip-link", "skiplink", "breadcrumb", "sidebar",
-        "site-header", "site-footer", "site-nav", "navbar", "topbar", "menu", "share", "social",
-        "newsletter", "advert", "banner", "toc", "pagination", "footer", "masthead",
+        "cookie",
+        "consent",
+        "gdpr",
+        "skip-link",
+        "skiplink",
+        "breadcrumb",
+        "sidebar",
+        "site-header",
+        "site-footer",
+        "site-nav",
+        "navbar",
+        "topbar",
+        "menu",
+        "share",
+        "social",
+        "newsletter",
+        "advert",
+        "banner",
+        "toc",
+        "pagination",
+        "footer",
+        "masthead",
     ];
-    marks
-        .split(|c: char| c.is_whitespace())
-        .any(|mark| FURNITURE.iter().any(|f| mark == *f || mark.starts_with(&format!("{f}-")) || mark.ends_with(&format!("-{f}")) || mark.contains(&format!("-{f}-"))))
+    marks.split(|c: char| c.is_whitespace()).any(|mark| {
+        FURNITURE.iter().any(|f| {
+            mark == *f
+                || mark.starts_with(&format!("{f}-"))
+                || mark.ends_with(&format!("-{f}"))
+                || mark.contains(&format!("-{f}-"))
+        })
+    })
 }
 
 impl Walk<'_> {
@@ -306,6 +342,7 @@ fn is_block_level(name: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -135,11 +135,7 @@ pub fn extract(content: &str) -> ExtractedText {
                     out.set_source(range);
                     super::html::extract_fragment_into(&html_block, &mut out);
                 }
-                TagEnd::Link => {
-                    if in_image == 0 {
-                        out.end_link();
-                    }
-                }
+                TagEnd::Link if in_image == 0 => out.end_link(),
                 TagEnd::Image => {
                     in_image = in_image.saturating_sub(1);
                     out.push_space();

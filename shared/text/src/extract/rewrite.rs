@@ -90,7 +90,11 @@ pub fn normalise_line_endings(content: &str) -> Rewrite {
     while i < bytes.len() {
         if bytes[i] == b'\r' {
             rewrite.copy(content, from..i);
-            let end = if bytes.get(i + 1) == Some(&b'\n') { i + 2 } else { i + 1 };
+            let end = if bytes.get(i + 1) == Some(&b'\n') {
+                i + 2
+            } else {
+                i + 1
+            };
             rewrite.replace(i..end, "\n");
             from = end;
             i = end;
@@ -103,6 +107,7 @@ pub fn normalise_line_endings(content: &str) -> Rewrite {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

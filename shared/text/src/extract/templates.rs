@@ -11,6 +11,7 @@
 //!   becomes `#x` (or its label), `{% alert "Title" %}` its title;
 //! - `{% comment %}…{% endcomment %}` goes whole; `{% raw %}…{% endraw %}` keeps what is
 //!   inside as written; every other tag (includes, control flow, layout) goes.
+//!
 //! Code spans and fenced code keep their text (a page that documents templates shows
 //! them), except for `raw` markers.
 //!
@@ -93,7 +94,11 @@ impl Markup {
                 let Some(whole) = captures.get(0) else {
                     continue;
                 };
-                if whole.is_empty() || matches.iter().any(|(r, _)| r.start < whole.end() && whole.start() < r.end) {
+                if whole.is_empty()
+                    || matches
+                        .iter()
+                        .any(|(r, _)| r.start < whole.end() && whole.start() < r.end)
+                {
                     continue;
                 }
                 let mut text = String::new();
@@ -141,9 +146,15 @@ impl Markup {
                     i = line_end;
                     continue;
                 }
-                if mdx && fence.is_none() && mdx_block.is_none()
+                if mdx
+                    && fence.is_none()
+                    && mdx_block.is_none()
                     && let Some(marker) = fence_marker(line)
-                    && line.trim_start().trim_start_matches(marker.0 as char).trim() == "mdx-code-block"
+                    && line
+                        .trim_start()
+                        .trim_start_matches(marker.0 as char)
+                        .trim()
+                        == "mdx-code-block"
                 {
                     // Docusaurus renders an `mdx-code-block` fence as MDX, not as code.
                     mdx_block = Some(marker);
@@ -155,7 +166,11 @@ impl Markup {
                 }
                 if let (Some((c, n)), None) = (mdx_block, fence)
                     && fence_marker(line).is_some_and(|m| m.0 == c && m.1 >= n)
-                    && line.trim_start().trim_start_matches(c as char).trim().is_empty()
+                    && line
+                        .trim_start()
+                        .trim_start_matches(c as char)
+                        .trim()
+                        .is_empty()
                 {
                     mdx_block = None;
                     out.copy(content, copied..i);
@@ -167,7 +182,17 @@ impl Markup {
                 if let Some(marker) = fence_marker(line) {
                     fence = match fence {
                         None => Some(marker),
-                        Some((c, n)) if marker.0 == c && marker.1 >= n && line.trim_start().trim_start_matches(c as char).trim().is_empty() => None,
+                        Some((c, n))
+                            if marker.0 == c
+                                && marker.1 >= n
+                                && line
+                                    .trim_start()
+                                    .trim_start_matches(c as char)
+                                    .trim()
+                                    .is_empty() =>
+                        {
+                            None
+                        }
                         open => open,
                     };
                 } else if fence.is_none()
@@ -200,7 +225,9 @@ impl Markup {
             }
             if fence.is_some() {
                 // Inside code only `raw` markers go.
-                if liquid && b == b'{' && bytes.get(i + 1) == Some(&b'%')
+                if liquid
+                    && b == b'{'
+                    && bytes.get(i + 1) == Some(&b'%')
                     && let Some(end) = find(content, i + 2, "%}")
                 {
                     let tag = tag_words(&content[i + 2..end]);
@@ -233,7 +260,10 @@ impl Markup {
             // page shows the markup, which no reader wants.
             if b == b'\\'
                 && bytes.get(i + 1) == Some(&b'[')
-                && content[i..].split('\n').next().is_some_and(|l| l.contains("]("))
+                && content[i..]
+                    .split('\n')
+                    .next()
+                    .is_some_and(|l| l.contains("]("))
             {
                 out.copy(content, copied..i);
                 out.replace(i..i + 1, "");
@@ -241,7 +271,8 @@ impl Markup {
                 i += 1;
                 continue;
             }
-            if mdx && content[i..].starts_with("{/*")
+            if mdx
+                && content[i..].starts_with("{/*")
                 && let Some(end) = find(content, i + 3, "*/}")
             {
                 out.copy(content, copied..i);
@@ -250,9 +281,7 @@ impl Markup {
                 i = end + 3;
                 continue;
             }
-            if hugo
-                && (content[i..].starts_with("{{<") || content[i..].starts_with("{{%"))
-            {
+            if hugo && (content[i..].starts_with("{{<") || content[i..].starts_with("{{%")) {
                 let close = if bytes[i + 2] == b'<' { ">}}" } else { "%}}" };
                 if let Some(end) = find(content, i + 3, close) {
                     let inner = content[i + 3..end].trim();
@@ -268,7 +297,9 @@ impl Markup {
                     continue;
                 }
             }
-            if liquid && b == b'{' && bytes.get(i + 1) == Some(&b'{')
+            if liquid
+                && b == b'{'
+                && bytes.get(i + 1) == Some(&b'{')
                 && let Some(end) = find(content, i + 2, "}}")
                 && !content[i..end].contains('\n')
             {
@@ -278,7 +309,9 @@ impl Markup {
                 i = end + 2;
                 continue;
             }
-            if liquid && b == b'{' && bytes.get(i + 1) == Some(&b'%')
+            if liquid
+                && b == b'{'
+                && bytes.get(i + 1) == Some(&b'%')
                 && let Some(end) = find(content, i + 2, "%}")
             {
                 let words = tag_words(&content[i + 2..end]);
@@ -304,7 +337,11 @@ impl Markup {
                         i = after;
                         continue;
                     }
-                    _ => liquid_replacement(name, &words[1.min(words.len())..], in_link_target(content, i)),
+                    _ => liquid_replacement(
+                        name,
+                        &words[1.min(words.len())..],
+                        in_link_target(content, i),
+                    ),
                 };
                 out.copy(content, copied..i);
                 out.replace(i..tag_end, &replacement);
@@ -356,7 +393,11 @@ fn end_of_block(content: &str, from: usize, end_name: &str) -> Option<usize> {
     let mut at = from;
     while let Some(open) = find(content, at, "{%") {
         let close = find(content, open + 2, "%}")?;
-        if tag_words(&content[open + 2..close]).first().map(String::as_str) == Some(end_name) {
+        if tag_words(&content[open + 2..close])
+            .first()
+            .map(String::as_str)
+            == Some(end_name)
+        {
             return Some(close + 2);
         }
         at = close + 2;
@@ -369,7 +410,11 @@ fn raw_end(content: &str, from: usize) -> Option<(usize, usize)> {
     let mut at = from;
     while let Some(open) = find(content, at, "{%") {
         let close = find(content, open + 2, "%}")?;
-        if tag_words(&content[open + 2..close]).first().map(String::as_str) == Some("endraw") {
+        if tag_words(&content[open + 2..close])
+            .first()
+            .map(String::as_str)
+            == Some("endraw")
+        {
             return Some((open, close + 2));
         }
         at = open + 2;
@@ -380,7 +425,11 @@ fn raw_end(content: &str, from: usize) -> Option<(usize, usize)> {
 /// The words of a tag: whitespace-separated, quotes removed from quoted ones, Liquid's
 /// whitespace-control dashes dropped.
 fn tag_words(body: &str) -> Vec<String> {
-    let body = body.trim().trim_start_matches('-').trim_end_matches('-').trim();
+    let body = body
+        .trim()
+        .trim_start_matches('-')
+        .trim_end_matches('-')
+        .trim();
     let mut words = Vec::new();
     let mut chars = body.char_indices().peekable();
     while let Some(&(start, c)) = chars.peek() {
@@ -463,6 +512,7 @@ fn hugo_replacement(inner: &str, link_target: bool) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -476,8 +526,14 @@ mod tests {
             strip("Refer to the [FMLA page]({% page \"travel-and-leave/fmla/\" %}).\n"),
             "Refer to the [FMLA page](travel-and-leave/fmla/).\n"
         );
-        assert_eq!(strip("Inform {% slack_channel \"equipment\" %}.\n"), "Inform #equipment.\n");
-        assert_eq!(strip("Ask in {% slack_channel \"pifs\" \"PIFs\" %}.\n"), "Ask in PIFs.\n");
+        assert_eq!(
+            strip("Inform {% slack_channel \"equipment\" %}.\n"),
+            "Inform #equipment.\n"
+        );
+        assert_eq!(
+            strip("Ask in {% slack_channel \"pifs\" \"PIFs\" %}.\n"),
+            "Ask in PIFs.\n"
+        );
         assert_eq!(
             strip("{% include \"step-indicator.html\" steps=3 %}\n\nStart here.\n"),
             "\n\nStart here.\n"
@@ -508,7 +564,9 @@ mod tests {
     #[test]
     fn hugo_shortcodes_and_mdx() {
         assert_eq!(
-            strip("See [the guide]({{< relref \"getting-started/quick.md\" >}}).\n{{% notice tip %}}\nTip text.\n{{% /notice %}}\n"),
+            strip(
+                "See [the guide]({{< relref \"getting-started/quick.md\" >}}).\n{{% notice tip %}}\nTip text.\n{{% /notice %}}\n"
+            ),
             "See [the guide](getting-started/quick.md).\n\nTip text.\n\n"
         );
         assert_eq!(
@@ -539,6 +597,16 @@ mod tests {
         let rewrite = markup.apply_rules("kb:a", "See [[ticket:42]].").unwrap();
         assert_eq!(rewrite.text, "See ticket 42.");
         assert!(markup.apply_rules("other", "See [[ticket:42]].").is_none());
-        assert!(Markup::new(&[], &[MarkupRule { pattern: "(".into(), replace: String::new(), doc_prefix: String::new() }]).is_err());
+        assert!(
+            Markup::new(
+                &[],
+                &[MarkupRule {
+                    pattern: "(".into(),
+                    replace: String::new(),
+                    doc_prefix: String::new()
+                }]
+            )
+            .is_err()
+        );
     }
 }

@@ -13,18 +13,78 @@ use super::builder::{BlockKind, ExtractedText, TextBuilder};
 
 /// Category namespace names and aliases, lower case, of the larger wikis.
 pub const CATEGORY_NAMESPACES: &[&str] = &[
-    "category", "kategorie", "catégorie", "categoría", "categoria", "categorie", "kategoria",
-    "kategori", "categorieën", "luokka", "kategória", "kategorija", "категория", "категорія",
-    "カテゴリ", "分类", "分類", "분류", "تصنيف", "רדה", "κατηγορία", "thể loại", "kategoriya",
+    "category",
+    "kategorie",
+    "catégorie",
+    "categoría",
+    "categoria",
+    "categorie",
+    "kategoria",
+    "kategori",
+    "categorieën",
+    "luokka",
+    "kategória",
+    "kategorija",
+    "категория",
+    "категорія",
+    "カテゴリ",
+    "分类",
+    "分類",
+    "분류",
+    "تصنيف",
+    "רדה",
+    "κατηγορία",
+    "thể loại",
+    "kategoriya",
 ];
 
 /// File namespace names and aliases, lower case, of the larger wikis.
 pub const FILE_NAMESPACES: &[&str] = &[
-    "file", "image", "datei", "bild", "fichier", "archivo", "imagen", "ficheiro", "arquivo",
-    "imagem", "file", "immagine", "plik", "grafika", "bestand", "afbeelding", "fil", "bild",
-    "tiedosto", "kuva", "soubor", "obrázek", "fájl", "kép", "dosya", "resim", "файл",
-    "изображение", "ファイル", "画像", "文件", "檔案", "图像", "파일", "ملف", "קובץ", "αρχείο",
-    "tập tin", "hình", "lêer", "beeld", "bilde", "billede", "mynd", "plik",
+    "file",
+    "image",
+    "datei",
+    "bild",
+    "fichier",
+    "archivo",
+    "imagen",
+    "ficheiro",
+    "arquivo",
+    "imagem",
+    "file",
+    "immagine",
+    "plik",
+    "grafika",
+    "bestand",
+    "afbeelding",
+    "fil",
+    "bild",
+    "tiedosto",
+    "kuva",
+    "soubor",
+    "obrázek",
+    "fájl",
+    "kép",
+    "dosya",
+    "resim",
+    "файл",
+    "изображение",
+    "ファイル",
+    "画像",
+    "文件",
+    "檔案",
+    "图像",
+    "파일",
+    "ملف",
+    "קובץ",
+    "αρχείο",
+    "tập tin",
+    "hình",
+    "lêer",
+    "beeld",
+    "bilde",
+    "billede",
+    "mynd",
+    "plik",
 ];
 
 /// Image parameters that a file link whose namespace is not known would show as text.
@@ -32,18 +92,52 @@ fn is_image_parameter(part: &str) -> bool {
     let part = part.trim().to_lowercase();
     matches!(
         part.as_str(),
-        "thumb" | "thumbnail" | "mini" | "miniatur" | "vignette" | "miniaturadaimagen"
-            | "frame" | "framed" | "frameless" | "rahmenlos" | "gerahmt" | "border" | "rahmen"
-            | "left" | "right" | "center" | "centre" | "none" | "links" | "rechts" | "zentriert"
-            | "ohne" | "gauche" | "droite" | "centré" | "upright" | "hochkant" | "redresse"
-            | "baseline" | "middle" | "sub" | "super" | "top" | "text-top" | "bottom" | "text-bottom"
+        "thumb"
+            | "thumbnail"
+            | "mini"
+            | "miniatur"
+            | "vignette"
+            | "miniaturadaimagen"
+            | "frame"
+            | "framed"
+            | "frameless"
+            | "rahmenlos"
+            | "gerahmt"
+            | "border"
+            | "rahmen"
+            | "left"
+            | "right"
+            | "center"
+            | "centre"
+            | "none"
+            | "links"
+            | "rechts"
+            | "zentriert"
+            | "ohne"
+            | "gauche"
+            | "droite"
+            | "centré"
+            | "upright"
+            | "hochkant"
+            | "redresse"
+            | "baseline"
+            | "middle"
+            | "sub"
+            | "super"
+            | "top"
+            | "text-top"
+            | "bottom"
+            | "text-bottom"
     ) || part.starts_with("upright=")
         || part.starts_with("hochkant=")
         || part.starts_with("alt=")
         || part.starts_with("link=")
         || part.starts_with("class=")
         || part.starts_with("lang=")
-        || part.ends_with("px") && part[..part.len() - 2].chars().all(|c| c.is_ascii_digit() || c == 'x')
+        || part.ends_with("px")
+            && part[..part.len() - 2]
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == 'x')
 }
 
 fn configuration() -> Configuration {
@@ -52,18 +146,55 @@ fn configuration() -> Configuration {
     Configuration::new(&ConfigurationSource {
         category_namespaces: CATEGORY_NAMESPACES,
         extension_tags: &[
-            "categorytree", "ce", "charinsert", "chem", "gallery", "graph", "hiero", "imagemap",
-            "indicator", "inputbox", "mapframe", "maplink", "math", "nowiki", "poem", "pre", "ref",
-            "references", "score", "section", "source", "syntaxhighlight", "templatedata",
-            "timeline", "templatestyles",
+            "categorytree",
+            "ce",
+            "charinsert",
+            "chem",
+            "gallery",
+            "graph",
+            "hiero",
+            "imagemap",
+            "indicator",
+            "inputbox",
+            "mapframe",
+            "maplink",
+            "math",
+            "nowiki",
+            "poem",
+            "pre",
+            "ref",
+            "references",
+            "score",
+            "section",
+            "source",
+            "syntaxhighlight",
+            "templatedata",
+            "timeline",
+            "templatestyles",
         ],
         file_namespaces: FILE_NAMESPACES,
         link_trail: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyzäöüßÄÖÜàâçéèêëîïôûùüÿœæ",
         magic_words: &[
-            "DISAMBIG", "FORCETOC", "HIDDENCAT", "INDEX", "NEWSECTIONLINK", "NOCC",
-            "NOCOLLABORATIONHUBTOC", "NOCONTENTCONVERT", "NOEDITSECTION", "NOGALLERY",
-            "NOGLOBAL", "NOINDEX", "NONEWSECTIONLINK", "NOTC", "NOTITLECONVERT", "NOTOC",
-            "STATICREDIRECT", "TOC", "INHALTSVERZEICHNIS", "KEIN_INHALTSVERZEICHNIS",
+            "DISAMBIG",
+            "FORCETOC",
+            "HIDDENCAT",
+            "INDEX",
+            "NEWSECTIONLINK",
+            "NOCC",
+            "NOCOLLABORATIONHUBTOC",
+            "NOCONTENTCONVERT",
+            "NOEDITSECTION",
+            "NOGALLERY",
+            "NOGLOBAL",
+            "NOINDEX",
+            "NONEWSECTIONLINK",
+            "NOTC",
+            "NOTITLECONVERT",
+            "NOTOC",
+            "STATICREDIRECT",
+            "TOC",
+            "INHALTSVERZEICHNIS",
+            "KEIN_INHALTSVERZEICHNIS",
         ],
         protocols: &[
             "//", "ftp://", "ftps://", "geo:", "git://", "http://", "https://", "irc://",
@@ -304,9 +435,7 @@ impl Walk {
         for node in nodes {
             if let (false, Node::Text { value, start, .. }) = (seen_url, node) {
                 seen_url = true;
-                let (url, label) = value
-                    .split_once(char::is_whitespace)
-                    .unwrap_or((value, ""));
+                let (url, label) = value.split_once(char::is_whitespace).unwrap_or((value, ""));
                 self.out.start_link(url);
                 opened = true;
                 if !label.is_empty() {
@@ -363,7 +492,10 @@ fn looks_like_leaked_markup(value: &str) -> bool {
     trimmed.starts_with("{|")
         || trimmed.starts_with("|}")
         || trimmed.starts_with("|-")
-        || (trimmed.contains('|') && trimmed.split('|').all(|p| p.trim().is_empty() || is_image_parameter(p)))
+        || (trimmed.contains('|')
+            && trimmed
+                .split('|')
+                .all(|p| p.trim().is_empty() || is_image_parameter(p)))
 }
 
 fn plain(nodes: &[Node<'_>]) -> String {
@@ -413,7 +545,10 @@ pub fn strip(content: &str) -> ExtractedText {
             if trimmed.starts_with("|+") {
                 continue;
             }
-            if let Some(cells) = trimmed.strip_prefix('|').or_else(|| trimmed.strip_prefix('!')) {
+            if let Some(cells) = trimmed
+                .strip_prefix('|')
+                .or_else(|| trimmed.strip_prefix('!'))
+            {
                 if out.open_kind() != Some(BlockKind::TableRow) {
                     out.start_block_in(BlockKind::TableRow, Some(group), String::new());
                 }
@@ -433,14 +568,15 @@ pub fn strip(content: &str) -> ExtractedText {
             continue;
         }
         if let Some(heading) = heading(trimmed) {
-            out.start_block(BlockKind::Heading {
-                level: heading.0,
-            });
+            out.start_block(BlockKind::Heading { level: heading.0 });
             out.push_inline(&inline(heading.1));
             out.end_block();
             continue;
         }
-        let markers = trimmed.bytes().take_while(|b| matches!(b, b'*' | b'#' | b':' | b';')).count();
+        let markers = trimmed
+            .bytes()
+            .take_while(|b| matches!(b, b'*' | b'#' | b':' | b';'))
+            .count();
         if markers > 0 {
             let group = *list_group.get_or_insert_with(|| out.new_group());
             let ordered = trimmed.as_bytes()[markers - 1] == b'#';
@@ -499,7 +635,10 @@ fn strip_nested(content: &str) -> String {
                     .find(close)
                     .map_or(content.len(), |n| found + n + close.len()),
             };
-            if end > bytes.len() || !content.is_char_boundary(found) || !content.is_char_boundary(end) {
+            if end > bytes.len()
+                || !content.is_char_boundary(found)
+                || !content.is_char_boundary(end)
+            {
                 break;
             }
             blank(&mut bytes, found..end);
@@ -534,10 +673,17 @@ fn strip_nested(content: &str) -> String {
     let mut at = 0;
     while let Some(found) = text.get(at..).and_then(|s| s.find("[[")).map(|n| n + at) {
         let inner_start = found + 2;
-        let name = text[inner_start..].split(['|', ']', ':']).next().unwrap_or("");
-        let is_namespaced = text[inner_start..].trim_start_matches(':').split_once(':').is_some_and(|(ns, _)| {
-            is_namespace(ns, FILE_NAMESPACES) || is_namespace(ns, CATEGORY_NAMESPACES)
-        }) && !name.is_empty();
+        let name = text[inner_start..]
+            .split(['|', ']', ':'])
+            .next()
+            .unwrap_or("");
+        let is_namespaced = text[inner_start..]
+            .trim_start_matches(':')
+            .split_once(':')
+            .is_some_and(|(ns, _)| {
+                is_namespace(ns, FILE_NAMESPACES) || is_namespace(ns, CATEGORY_NAMESPACES)
+            })
+            && !name.is_empty();
         if is_namespaced {
             // Up to the matching `]]` (captions hold links of their own).
             let mut depth = 0;
@@ -606,7 +752,9 @@ fn inline(text: &str) -> String {
             rest = after.get(end + 1..).unwrap_or("");
         } else if rest.starts_with("''") {
             rest = rest.trim_start_matches('\'');
-        } else if rest.starts_with('<') && rest[1..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '/') {
+        } else if rest.starts_with('<')
+            && rest[1..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '/')
+        {
             let end = rest.find('>').map_or(rest.len(), |n| n + 1);
             out.push(' ');
             rest = &rest[end..];
@@ -620,6 +768,7 @@ fn inline(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -642,7 +791,10 @@ mod tests {
 
     #[test]
     fn link_trails_are_written_once() {
-        assert_eq!(extract("The [[Whigs (party)|Whig]]s won.").text, "The Whigs won.");
+        assert_eq!(
+            extract("The [[Whigs (party)|Whig]]s won.").text,
+            "The Whigs won."
+        );
         assert_eq!(extract("The [[Whig]]s won.").text, "The Whigs won.");
     }
 
