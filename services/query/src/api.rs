@@ -46,6 +46,11 @@ pub struct SearchRequest {
     /// or booleans, or a non-empty array of strings or of integers.
     #[serde(default)]
     pub metadata: BTreeMap<String, serde_json::Value>,
+    /// Leave out windows whose `scores.relevance` is below this (0 to 1; default
+    /// `search.min_relevance`). An answer with no window left is the index's "I don't
+    /// know".
+    #[serde(default)]
+    pub min_relevance: Option<f32>,
 }
 
 /// A request checked against the limits, with defaults filled in.
@@ -65,6 +70,7 @@ pub struct ValidSearch {
     pub timings: bool,
     /// Metadata conditions, checked against `store.indexed_metadata`.
     pub metadata: Vec<casement_store::MetadataCondition>,
+    pub min_relevance: f32,
 }
 
 /// Most values in one metadata condition's array.
@@ -190,7 +196,14 @@ impl SearchRequest {
             return invalid("tenant must not be empty (leave it out for every tenant)".into());
         }
         let metadata = metadata_conditions(self.metadata, indexed_metadata)?;
+        let min_relevance = self.min_relevance.unwrap_or(search.min_relevance);
+        if !(0.0..=1.0).contains(&min_relevance) {
+            return invalid(format!(
+                "min_relevance = {min_relevance} must be between 0 and 1"
+            ));
+        }
         Ok(ValidSearch {
+            min_relevance,
             query,
             top_k,
             tenant: self.tenant,
@@ -287,6 +300,14 @@ pub struct Scores {
     pub fused: f32,
     /// The reranker's score, when the window was reranked.
     pub rerank: Option<f32>,
+    /// Cosine similarity of the question's vector and the window's closest matched
+    /// sentence's (as the index stores it); 0 when the vectors could not be read.
+    pub similarity: f32,
+    /// The calibrated probability (0 to 1) that the window answers the question, from its
+    /// similarity and how much of the question's words it holds (fitted by `make
+    /// train-ranker`; see README, "I don't know"). Comparable across questions, unlike
+    /// `fused`.
+    pub relevance: f32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -137,6 +137,9 @@ pub struct SearchConfig {
     /// apart (the later one from its first match on), so many hits in one long section
     /// still make `top_k` windows.
     pub merge_max_tokens: usize,
+    /// Windows whose calibrated `scores.relevance` is below this are left out (0: none),
+    /// unless a request says otherwise.
+    pub min_relevance: f32,
     /// Most tokens returned in all windows of one answer (estimated tokens).
     pub token_budget: usize,
 }
@@ -153,6 +156,7 @@ impl Default for SearchConfig {
             window_score: crate::search::merge::WindowScore::Best,
             containment: 0.6,
             merge_max_tokens: 400,
+            min_relevance: 0.0,
             token_budget: 4_000,
         }
     }
@@ -257,6 +261,12 @@ impl casement_config::Config for QueryConfig {
         between("search.candidates", s.candidates, 1, 10_000)?;
         between("search.token_budget", s.token_budget, 1, 1_000_000)?;
         between("search.merge_max_tokens", s.merge_max_tokens, 64, 100_000)?;
+        if !(0.0..=1.0).contains(&s.min_relevance) {
+            return Err(format!(
+                "search.min_relevance = {} must be between 0 and 1",
+                s.min_relevance
+            ));
+        }
         if !(s.containment > 0.0 && s.containment <= 1.0) {
             return Err(format!(
                 "search.containment = {} must be in (0, 1]",

@@ -90,6 +90,7 @@ impl Doc {
             }],
             score,
             rerank: None,
+            relevance: None,
             source: None,
             links: Vec::new(),
         }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod learned;
 mod onnx;
 pub mod pool;
+pub mod relevance;
 pub mod remote;
 pub mod rerank;
 mod runtime;

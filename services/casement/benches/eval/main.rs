@@ -119,7 +119,8 @@ async fn run() {
         if !reuse {
             let _ = std::fs::remove_file(&cache);
         }
-        let result = train::train_ranker(&service, &squad, &cache).await;
+        let claims: Vec<String> = scifact.claims.iter().map(|c| c.claim.clone()).collect();
+        let result = train::train_ranker(&service, &squad, &cache, &claims).await;
         println!("{}", serde_json::to_string_pretty(&result).unwrap());
         casement_testkit::write_bench_json("train-ranker.json", &result);
         return;

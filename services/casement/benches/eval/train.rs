@@ -12,6 +12,7 @@ use std::path::Path;
 
 use casement_inference::WindowParts;
 use casement_inference::learned::{self, Judged, LinearModel, Training};
+use casement_inference::relevance;
 use serde_json::{Value, json};
 
 use crate::children::Service;
@@ -140,9 +141,15 @@ async fn answers(service: &Service, squad: &Squad, cache: &Path) -> Vec<Value> {
     answers
 }
 
-pub async fn train_ranker(service: &Service, squad: &Squad, cache: &Path) -> Value {
+pub async fn train_ranker(
+    service: &Service,
+    squad: &Squad,
+    cache: &Path,
+    out_of_domain: &[String],
+) -> Value {
     let mut halves: [Vec<Judged>; 2] = [Vec::new(), Vec::new()];
     let answers = answers(service, squad, cache).await;
+    let calibration = fit_relevance(service, squad, &answers, out_of_domain).await;
     for (q, answer) in squad.questions.iter().zip(&answers) {
         let windows: Vec<Owned> = answer["windows"]
             .as_array()
@@ -183,7 +190,124 @@ pub async fn train_ranker(service: &Service, squad: &Squad, cache: &Path) -> Val
     for (name, weight) in learned::FEATURES.iter().zip(&model.weights) {
         eprintln!("  {name:>24} {weight:+.3}");
     }
-    result
+    json!({"ranker": result, "relevance": calibration})
+}
+
+/// The relevance threshold the README recommends and the abstention figures use.
+pub const THRESHOLD: f32 = 0.5;
+
+/// Fits the relevance calibration (`casement_inference::relevance`) on every window of
+/// the tune half's answers (relevant: it covers a reference answer), writes it to
+/// `shared/inference/ranker/relevance.json`, and reports on the report half: the AUC of
+/// relevance between relevant and other windows, the share of questions whose best window
+/// reaches [`THRESHOLD`] (answered), and, for questions the index cannot answer (SciFact
+/// claims asked of the SQuAD index), the share whose best window does not (abstained).
+async fn fit_relevance(
+    service: &Service,
+    squad: &Squad,
+    answers: &[Value],
+    out_of_domain: &[String],
+) -> Value {
+    let sample = |question: &str, window: &Value| -> relevance::Features {
+        let matches: Vec<&str> = window["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["sentence"].as_str().unwrap())
+            .collect();
+        relevance::features(
+            question,
+            window["text"].as_str().unwrap_or_default(),
+            &matches,
+            window["scores"]["similarity"].as_f64().unwrap_or(0.0) as f32,
+        )
+    };
+    let mut tune = Vec::new();
+    let mut report: Vec<(Vec<relevance::Features>, Vec<bool>)> = Vec::new();
+    for (q, answer) in squad.questions.iter().zip(answers) {
+        let windows = answer["windows"].as_array().unwrap();
+        let features: Vec<relevance::Features> =
+            windows.iter().map(|w| sample(&q.question, w)).collect();
+        let labels: Vec<bool> = windows
+            .iter()
+            .map(|w| {
+                let passage = owned(w).passage;
+                q.answers.iter().any(|a| passage.covers(&q.doc_id, *a))
+            })
+            .collect();
+        if q.half == Half::Tune {
+            tune.extend(features.into_iter().zip(labels));
+        } else {
+            report.push((features, labels));
+        }
+    }
+    let mut model = relevance::fit(&tune, 400);
+    let scored: Vec<(f32, bool)> = report
+        .iter()
+        .flat_map(|(f, l)| f.iter().map(|f| model.relevance(f)).zip(l.iter().copied()))
+        .collect();
+    let window_auc = relevance::auc(&scored);
+    // Per question: its best window's relevance; in-domain questions with an answer in the
+    // windows are positives, out-of-domain ones negatives.
+    let best = |features: &[relevance::Features]| {
+        features
+            .iter()
+            .map(|f| model.relevance(f))
+            .fold(0.0f32, f32::max)
+    };
+    let in_domain: Vec<f32> = report
+        .iter()
+        .filter(|(_, l)| l.iter().any(|x| *x))
+        .map(|(f, _)| best(f))
+        .collect();
+    let mut outside = Vec::new();
+    for claim in out_of_domain {
+        let (answer, _) = service
+            .ask(&json!({"query": claim, "top_k": 5, "rerank": false}))
+            .await;
+        let features: Vec<relevance::Features> = answer["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| sample(claim, w))
+            .collect();
+        outside.push(best(&features));
+    }
+    let rate = |scores: &[f32], answered: bool| {
+        let n = scores.iter().filter(|s| (**s >= THRESHOLD) == answered).count();
+        round(n as f64 / scores.len().max(1) as f64)
+    };
+    let question_auc = relevance::auc(
+        &in_domain
+            .iter()
+            .map(|s| (*s, true))
+            .chain(outside.iter().map(|s| (*s, false)))
+            .collect::<Vec<_>>(),
+    );
+    let figures = json!({
+        "data": "SQuAD v1.1 dev tune half: every window of the first 20 of each question (relevant: covers a reference answer)",
+        "windows": tune.len(),
+        "report_half": {
+            "window_auc": round(window_auc),
+            "threshold": THRESHOLD,
+            "answer_rate": rate(&in_domain, true),
+            "questions_with_an_answer_in_the_windows": in_domain.len(),
+        },
+        "out_of_domain": {
+            "questions": "SciFact claims asked of the SQuAD index",
+            "count": outside.len(),
+            "abstain_rate": rate(&outside, false),
+            "question_auc": round(question_auc),
+        },
+    });
+    model.trained = figures.clone();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/inference/ranker/relevance.json");
+    let mut text = serde_json::to_string_pretty(&model).unwrap();
+    text.push('\n');
+    std::fs::write(&path, text).unwrap();
+    eprintln!("train-ranker: relevance calibration written to {}: {figures}", path.display());
+    figures
 }
 
 fn round(x: f64) -> f64 {

@@ -114,6 +114,8 @@ fn window(doc_id: &str, text: &str) -> WindowAnswer {
         scores: Scores {
             fused: 0.5,
             rerank: None,
+            similarity: 0.0,
+            relevance: 0.0,
         },
         tokens: 1,
     }

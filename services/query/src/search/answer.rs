@@ -63,6 +63,8 @@ pub fn answer(window: Window) -> WindowAnswer {
         scores: Scores {
             fused: window.score,
             rerank: window.rerank,
+            similarity: window.relevance.map_or(0.0, |r| r.0),
+            relevance: window.relevance.map_or(0.0, |r| r.1),
         },
         tokens,
     }

@@ -44,6 +44,7 @@ pub fn stored_window(hit: Hit, indexed_radius: usize) -> Window {
         }],
         score: hit.score,
         rerank: None,
+        relevance: None,
         doc_id: r.doc_id,
         revision: r.revision,
         section_id: r.section_id,

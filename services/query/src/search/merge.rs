@@ -56,6 +56,8 @@ pub struct Window {
     /// default), by which windows are ordered before any rerank.
     pub score: f32,
     pub rerank: Option<f32>,
+    /// Similarity of the closest matched sentence and calibrated relevance, once scored.
+    pub relevance: Option<(f32, f32)>,
     /// Characters of the submitted content that produced the window, when known.
     pub source: Option<(usize, usize)>,
     /// Links inside the window, by characters of the document's citation text.

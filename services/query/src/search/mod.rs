@@ -58,6 +58,8 @@ pub struct Searcher<S> {
     /// Shared by the searcher's clones (the golden set's), so a swap reaches them too.
     index: Arc<std::sync::RwLock<Arc<SearchIndex<S>>>>,
     reranker: Option<Reranker>,
+    /// The relevance calibration (`casement_inference::relevance`), shipped.
+    calibration: Arc<casement_inference::relevance::Calibration>,
     search: SearchConfig,
     rerank_candidates: usize,
     max_wait: Duration,
@@ -87,6 +89,10 @@ impl<S: Store> Searcher<S> {
         );
         Self {
             index: Arc::new(std::sync::RwLock::new(Arc::new(index))),
+            calibration: Arc::new(
+                casement_inference::relevance::Calibration::shipped()
+                    .unwrap_or_else(|e| unreachable!("the shipped calibration is checked by its test: {e}")),
+            ),
             reranker,
             search: config.search.clone(),
             rerank_candidates: config.rerank.candidates,
@@ -235,6 +241,46 @@ impl<S: Store> Searcher<S> {
         Ok(merge::select(windows, top_k, budget, &neighbours, policy))
     }
 
+    /// Scores each window's calibrated relevance (from the stored vectors of its matched
+    /// sentences and its words) and leaves out those under `min_relevance`; returns the
+    /// rest and how many were left out.
+    async fn score_relevance(
+        &self,
+        index: &SearchIndex<S>,
+        query: &str,
+        dense: &[f32],
+        windows: Vec<Window>,
+        min_relevance: f32,
+    ) -> Result<(Vec<Window>, usize), ApiError> {
+        let ids: Vec<uuid::Uuid> = windows
+            .iter()
+            .flat_map(|w| w.matches.iter().map(|m| m.id))
+            .collect();
+        let vectors = index
+            .store
+            .dense_vectors(&ids)
+            .await
+            .map_err(ApiError::store)?;
+        let total = windows.len();
+        let kept: Vec<Window> = windows
+            .into_iter()
+            .map(|mut w| {
+                let similarity = w
+                    .matches
+                    .iter()
+                    .filter_map(|m| vectors.get(&m.id))
+                    .map(|v| casement_inference::cosine(dense, v))
+                    .fold(0.0f32, f32::max);
+                let matched: Vec<&str> = w.matches.iter().map(|m| m.sentence.as_str()).collect();
+                let features = casement_inference::relevance::features(query, &w.text, &matched, similarity);
+                w.relevance = Some((similarity, self.calibration.relevance(&features)));
+                w
+            })
+            .filter(|w| w.relevance.is_some_and(|(_, r)| r >= min_relevance))
+            .collect();
+        Ok((total - kept.len(), kept)).map(|(below, kept)| (kept, below))
+    }
+
     pub async fn search(&self, request: ValidSearch) -> Result<SearchResponse, ApiError> {
         let started = Instant::now();
         let mut timings = Timings::default();
@@ -353,6 +399,9 @@ impl<S: Store> Searcher<S> {
                 },
             )
             .await?;
+        let (windows, below) = self
+            .score_relevance(&index, &request.query, &dense, windows, request.min_relevance)
+            .await?;
         timings.select = self.stage("select", t);
         self.decided("kept", windows.len());
         self.decided("narrowed", narrowed);
@@ -364,7 +413,9 @@ impl<S: Store> Searcher<S> {
         self.metrics.tokens_returned.observe(tokens as f64);
         timings.total = millis(started);
         let short = (windows.len() < request.top_k).then(|| {
-            if truncated > 0 {
+            if below > 0 {
+                "min_relevance"
+            } else if truncated > 0 {
                 "token_budget"
             } else if exhausted {
                 "no_more_matches"
