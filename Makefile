@@ -138,15 +138,21 @@ bench-query: models
 ## BM25, RRF) with the same model and store, plus ablations, on SQuAD v1.1 dev (10,570
 ## questions; defaults chosen on the tune half, reported on the other) and SciFact (300
 ## claims); needs ../shared/data; about 1.5 hours on 2 cores from scratch (indexes are
-## rebuilt fresh), under one hour with EVAL_REUSE=1. Prints a table and writes
+## rebuilt fresh), under one hour with EVAL_REUSE=1. First the fidelity table (what a bot
+## reads: markup left in windows, lists without their lead-in, citations that slice the
+## submitted page; 18F Handbook, Wikipedia wikitext, HTML/Hugo/MDX pages:
+## shared/text/examples/fidelity.rs), then the retrieval table; writes
 ## target/bench/eval.json. EVAL_ROWS, EVAL_CHUNKS=0, EVAL_QUESTIONS=N, EVAL_REUSE=1: see
 ## services/casement/benches/eval/main.rs.
 eval: models
 	$(CARGO) build --release --locked -p casement -p casement-query
+	$(CARGO) run --release --locked -p casement-text --example fidelity
 	$(CARGO) bench --locked -p casement --bench eval
 
 ## The learned ranker's weights (issue 17): asks the tune half of SQuAD of Casement as shipped
-## (the index make eval builds, reused when present) and fits shared/inference/ranker/learned.json.
+## (the index make eval builds, reused when present) and fits shared/inference/ranker/learned.json,
+## and the relevance calibration (shared/inference/ranker/relevance.json) on the same answers,
+## with its abstention figures (SciFact claims asked of the SQuAD index).
 train-ranker: models
 	$(CARGO) build --release --locked -p casement -p casement-query
 	EVAL_TRAIN=1 EVAL_REUSE=1 $(CARGO) bench --locked -p casement --bench eval

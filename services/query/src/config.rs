@@ -133,9 +133,9 @@ pub struct SearchConfig {
     /// A window whose tokens are at least this share contained in a higher-scoring window
     /// is dropped.
     pub containment: f32,
-    /// Most estimated tokens a merged window grows to: past it, overlapping windows stay
-    /// apart (the later one from its first match on), so many hits in one long section
-    /// still make `top_k` windows.
+    /// When merging leaves fewer than `top_k` windows, merged windows longer than this
+    /// (estimated tokens) are cut between their matches, so many hits in one long section
+    /// still make `top_k` windows. An answer with `top_k` windows is never cut.
     pub merge_max_tokens: usize,
     /// Windows whose calibrated `scores.relevance` is below this are left out (0: none),
     /// unless a request says otherwise.
@@ -155,7 +155,7 @@ impl Default for SearchConfig {
             indexed_window_radius: casement_text::TextConfig::default().window_radius,
             window_score: crate::search::merge::WindowScore::Best,
             containment: 0.6,
-            merge_max_tokens: 400,
+            merge_max_tokens: 600,
             min_relevance: 0.0,
             token_budget: 4_000,
         }

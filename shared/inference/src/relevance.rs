@@ -51,7 +51,11 @@ impl Calibration {
             || model.scale.len() != n
             || model.weights.len() != n
             || model.scale.iter().any(|s| *s <= 0.0 || !s.is_finite())
-            || model.weights.iter().chain(&model.mean).any(|v| !v.is_finite())
+            || model
+                .weights
+                .iter()
+                .chain(&model.mean)
+                .any(|v| !v.is_finite())
             || !model.bias.is_finite()
         {
             return Err(Error::Config {
@@ -267,7 +271,12 @@ mod tests {
         assert_eq!(f[0], 0.71);
         assert_eq!(f[1], 1.0); // reset, password
         assert_eq!(f[2], 1.0);
-        let none = features("quantum chromodynamics", "To reset your password.", &["To reset your password."], 0.05);
+        let none = features(
+            "quantum chromodynamics",
+            "To reset your password.",
+            &["To reset your password."],
+            0.05,
+        );
         assert_eq!((none[1], none[2], none[3]), (0.0, 0.0, 0.0));
     }
 
@@ -284,7 +293,10 @@ mod tests {
         let high = model.relevance(&[0.8, 0.9, 0.6, 0.3]);
         let low = model.relevance(&[0.15, 0.05, 0.1, 0.0]);
         assert!(high > 0.9 && low < 0.1, "{high} {low}");
-        let scored: Vec<(f32, bool)> = samples.iter().map(|(f, y)| (model.relevance(f), *y)).collect();
+        let scored: Vec<(f32, bool)> = samples
+            .iter()
+            .map(|(f, y)| (model.relevance(f), *y))
+            .collect();
         assert!(auc(&scored) > 0.99);
         let json = serde_json::to_string(&model).unwrap();
         assert_eq!(Calibration::from_json(&json, "test").unwrap(), model);

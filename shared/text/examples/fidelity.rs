@@ -270,6 +270,16 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                     .is_some_and(|[s, e]| (s as usize) <= lead && lead < e as usize);
                 if !holds {
                     tally.lead_missing += 1;
+                    if std::env::var("SHOW_LEADS").is_ok() {
+                        let r = record.unwrap();
+                        println!(
+                            "[lead] {} hit {:?} lead {:?} window {:?}",
+                            page.id,
+                            &segmented.text[section.sentences[i].clone()],
+                            &segmented.text[section.sentences[lead].clone()],
+                            r.window.chars().take(200).collect::<String>()
+                        );
+                    }
                 }
             }
         }

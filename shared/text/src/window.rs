@@ -75,7 +75,27 @@ pub fn structured_window(
                 }
                 range = next;
             }
-        } else if units[index].group != Some(group) && units[index].leads != Some(group) {
+        } else if units[index].group == Some(group) || units[index].leads == Some(group) {
+            // The hit is in the list (or introduces it) and the radius window around it
+            // does not fit with the lead-in: the lead-in through the hit's item, then the
+            // next items, as far as they fit; the radius window when even that is too long.
+            let whole_item = start..block_end(index).max(index + 1);
+            let required = if tokens(&whole_item) <= max_tokens {
+                whole_item
+            } else {
+                start..index + 1
+            };
+            if tokens(&required) <= max_tokens {
+                range = required;
+                while range.end <= last {
+                    let next = range.start..block_end(range.end);
+                    if tokens(&next) > max_tokens {
+                        break;
+                    }
+                    range = next;
+                }
+            }
+        } else {
             // The list cannot come whole enough: the window stops short of it.
             if first > index {
                 range.end = range.end.min(start).max(index + 1);
@@ -151,8 +171,17 @@ mod tests {
         assert_eq!(structured_window(&text, &sentences, &units, 8, 2, 12), 8..9);
         // One that holds the lead-in already keeps what it holds.
         assert_eq!(structured_window(&text, &sentences, &units, 0, 3, 12), 0..4);
-        // A hit inside it keeps its radius window.
+        // A hit inside it takes the lead-in through its item when they fit together
+        // (here they do not: its radius window).
         assert_eq!(structured_window(&text, &sentences, &units, 6, 1, 12), 5..8);
+        // A hit deep in the list whose radius window with the lead-in is too long, while
+        // the lead-in through the hit is not: that, not the radius window.
+        let cap = crate::tokens::estimate_tokens(&text[sentences[2].start..sentences[7].end]);
+        assert!(cap < crate::tokens::estimate_tokens(&text[sentences[2].start..sentences[8].end]));
+        assert_eq!(
+            structured_window(&text, &sentences, &units, 7, 3, cap),
+            2..8
+        );
     }
 
     #[test]

@@ -157,6 +157,7 @@ async fn run() {
     for variant in &variants {
         eprintln!("eval: Casement, {}", variant.what);
         let mut row = Row {
+            name: variant.name.into(),
             system: "casement".into(),
             what: variant.what.into(),
             ..Row::default()
@@ -209,7 +210,35 @@ async fn run() {
     }
 
     print_table(&rows);
+    // The rule for a ranker as the default (issue 37): the paired bootstrap 95% interval of
+    // its SciFact nDCG@10 minus retrieval order's, over the 300 claims, must not lie wholly
+    // below 0 (and its SQuAD figures must not be worse).
+    let per_claim = |name: &str| {
+        rows.iter()
+            .find(|r| r.name == name)
+            .and_then(|r| r.scifact.as_ref())
+            .map(|s| s.per_claim.clone())
+    };
+    let mut rules = serde_json::Map::new();
+    if let (Some(base), Some(ranked)) = (per_claim("defaults"), per_claim("learned")) {
+        let (mean, low, high) = score::paired_bootstrap(&base, &ranked, 10_000);
+        let passes = high >= 0.0;
+        println!(
+            "SciFact nDCG@10, learned ranker − retrieval order: {mean:+.4}, 95% paired bootstrap interval [{low:+.4}, {high:+.4}] over {} claims: {}",
+            base.len(),
+            if passes {
+                "not wholly below 0 (passes the rule)"
+            } else {
+                "wholly below 0 (fails the rule)"
+            }
+        );
+        rules.insert(
+            "learned".to_owned(),
+            json!({"mean": mean, "low": low, "high": high, "passes": passes}),
+        );
+    }
     let report = json!({
+        "ranker_rule": rules,
         "tokenizer": "cl100k_base (tiktoken-rs)",
         "split": "SQuAD articles alternate in file order: even-indexed articles are the tune half, odd-indexed the report half",
         "squad_top_k": SQUAD_TOP_K,

@@ -9,6 +9,8 @@ use crate::score::{SciFactSums, SquadSums, percentile};
 
 #[derive(Default)]
 pub struct Row {
+    /// The variant's name (`defaults`, `learned`, …); empty for chunk rows.
+    pub name: String,
     pub system: String,
     pub what: String,
     pub squad: BTreeMap<Half, SquadSums>,

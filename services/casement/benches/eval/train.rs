@@ -193,15 +193,16 @@ pub async fn train_ranker(
     json!({"ranker": result, "relevance": calibration})
 }
 
-/// The relevance threshold the README recommends and the abstention figures use.
-pub const THRESHOLD: f32 = 0.5;
+/// Relevance thresholds the abstention figures are given at.
+const THRESHOLDS: [f32; 8] = [0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5];
 
 /// Fits the relevance calibration (`casement_inference::relevance`) on every window of
 /// the tune half's answers (relevant: it covers a reference answer), writes it to
 /// `shared/inference/ranker/relevance.json`, and reports on the report half: the AUC of
-/// relevance between relevant and other windows, the share of questions whose best window
-/// reaches [`THRESHOLD`] (answered), and, for questions the index cannot answer (SciFact
-/// claims asked of the SQuAD index), the share whose best window does not (abstained).
+/// relevance between relevant and other windows, and at each of [`THRESHOLDS`] the share
+/// of questions whose best window reaches it (answered) and, for questions the index
+/// cannot answer (SciFact claims asked of the SQuAD index), the share whose best window
+/// does not (abstained); the threshold with the highest sum is the recommended one.
 async fn fit_relevance(
     service: &Service,
     squad: &Squad,
@@ -273,10 +274,22 @@ async fn fit_relevance(
             .collect();
         outside.push(best(&features));
     }
-    let rate = |scores: &[f32], answered: bool| {
-        let n = scores.iter().filter(|s| (**s >= THRESHOLD) == answered).count();
+    let rate = |scores: &[f32], threshold: f32, answered: bool| {
+        let n = scores
+            .iter()
+            .filter(|s| (**s >= threshold) == answered)
+            .count();
         round(n as f64 / scores.len().max(1) as f64)
     };
+    let table: Vec<(f32, f64, f64)> = THRESHOLDS
+        .iter()
+        .map(|&t| (t, rate(&in_domain, t, true), rate(&outside, t, false)))
+        .collect();
+    let (threshold, answer_rate, abstain_rate) = table
+        .iter()
+        .copied()
+        .max_by(|a, b| (a.1 + a.2).total_cmp(&(b.1 + b.2)))
+        .unwrap_or((0.5, 0.0, 0.0));
     let question_auc = relevance::auc(
         &in_domain
             .iter()
@@ -289,16 +302,16 @@ async fn fit_relevance(
         "windows": tune.len(),
         "report_half": {
             "window_auc": round(window_auc),
-            "threshold": THRESHOLD,
-            "answer_rate": rate(&in_domain, true),
             "questions_with_an_answer_in_the_windows": in_domain.len(),
         },
         "out_of_domain": {
             "questions": "SciFact claims asked of the SQuAD index",
             "count": outside.len(),
-            "abstain_rate": rate(&outside, false),
             "question_auc": round(question_auc),
         },
+        "recommended_threshold": threshold,
+        "at_recommended": {"answer_rate": answer_rate, "abstain_rate": abstain_rate},
+        "thresholds": table.iter().map(|(t, a, b)| json!({"min_relevance": t, "answer_rate": a, "abstain_rate": b})).collect::<Vec<_>>(),
     });
     model.trained = figures.clone();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -306,7 +319,10 @@ async fn fit_relevance(
     let mut text = serde_json::to_string_pretty(&model).unwrap();
     text.push('\n');
     std::fs::write(&path, text).unwrap();
-    eprintln!("train-ranker: relevance calibration written to {}: {figures}", path.display());
+    eprintln!(
+        "train-ranker: relevance calibration written to {}: {figures}",
+        path.display()
+    );
     figures
 }
 

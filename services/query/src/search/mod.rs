@@ -90,8 +90,9 @@ impl<S: Store> Searcher<S> {
         Self {
             index: Arc::new(std::sync::RwLock::new(Arc::new(index))),
             calibration: Arc::new(
-                casement_inference::relevance::Calibration::shipped()
-                    .unwrap_or_else(|e| unreachable!("the shipped calibration is checked by its test: {e}")),
+                casement_inference::relevance::Calibration::shipped().unwrap_or_else(|e| {
+                    unreachable!("the shipped calibration is checked by its test: {e}")
+                }),
             ),
             reranker,
             search: config.search.clone(),
@@ -272,7 +273,8 @@ impl<S: Store> Searcher<S> {
                     .map(|v| casement_inference::cosine(dense, v))
                     .fold(0.0f32, f32::max);
                 let matched: Vec<&str> = w.matches.iter().map(|m| m.sentence.as_str()).collect();
-                let features = casement_inference::relevance::features(query, &w.text, &matched, similarity);
+                let features =
+                    casement_inference::relevance::features(query, &w.text, &matched, similarity);
                 w.relevance = Some((similarity, self.calibration.relevance(&features)));
                 w
             })
@@ -360,12 +362,22 @@ impl<S: Store> Searcher<S> {
             timings.expand += self.stage("expand", t);
 
             let t = Instant::now();
-            let (windows, merged) = merge::merge_capped(
-                windows,
-                self.search.window_score,
-                self.search.merge_max_tokens,
-            );
-            let (windows, dropped) = merge::drop_contained(windows, self.search.containment);
+            // The whole union first; only an answer short of `top_k` has its long merged
+            // windows cut (so a merge never costs an answer its context when it has room).
+            let (mut merged_windows, mut merged) =
+                merge::merge_overlapping(windows.clone(), self.search.window_score);
+            let (mut windows_kept, mut dropped) =
+                merge::drop_contained(merged_windows, self.search.containment);
+            if windows_kept.len() < request.top_k {
+                (merged_windows, merged) = merge::merge_capped(
+                    windows,
+                    self.search.window_score,
+                    self.search.merge_max_tokens,
+                );
+                (windows_kept, dropped) =
+                    merge::drop_contained(merged_windows, self.search.containment);
+            }
+            let windows = windows_kept;
             timings.merge += self.stage("merge", t);
             if windows.len() >= request.top_k || exhausted || limit >= most {
                 break (windows, merged, dropped, exhausted);
@@ -400,7 +412,13 @@ impl<S: Store> Searcher<S> {
             )
             .await?;
         let (windows, below) = self
-            .score_relevance(&index, &request.query, &dense, windows, request.min_relevance)
+            .score_relevance(
+                &index,
+                &request.query,
+                &dense,
+                windows,
+                request.min_relevance,
+            )
             .await?;
         timings.select = self.stage("select", t);
         self.decided("kept", windows.len());

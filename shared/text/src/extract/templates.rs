@@ -260,10 +260,11 @@ impl Markup {
             // page shows the markup, which no reader wants.
             if b == b'\\'
                 && bytes.get(i + 1) == Some(&b'[')
-                && content[i..]
-                    .split('\n')
+                && content[i + 2..]
+                    .split("\n\n")
                     .next()
-                    .is_some_and(|l| l.contains("]("))
+                    .and_then(|paragraph| paragraph.split('[').next())
+                    .is_some_and(|text| text.contains("]("))
             {
                 out.copy(content, copied..i);
                 out.replace(i..i + 1, "");
@@ -545,6 +546,10 @@ mod tests {
         assert_eq!(
             strip("[see]({{site.baseurl}}/software/)\n"),
             "[see](/software/)\n"
+        );
+        assert_eq!(
+            strip("\\[Details within\nGSA]({% page \"/gsa-details\" %}) and \\[x\\].\n"),
+            "[Details within\nGSA](/gsa-details) and \\[x\\].\n"
         );
         assert_eq!(
             strip("{% image \"_img/zap.png\" \"ZAP home screen\" %}\n"),
