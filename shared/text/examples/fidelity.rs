@@ -117,18 +117,30 @@ fn markup(text: &str) -> Option<&'static str> {
         .then_some("NNNpx")
 }
 
-/// `text` without `<…>` tags (a slice of HTML or wikitext).
+/// `text` without `<…>` tags (a slice of HTML or wikitext); autolinks (`<https://…>`,
+/// `<name@host>`) are text.
 fn strip_tags(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut in_tag = false;
-    for c in text.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => in_tag = false,
-            _ if !in_tag => out.push(c),
-            _ => {}
+    let mut rest = text;
+    while let Some(at) = rest.find('<') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        match after.find('>') {
+            Some(end)
+                if after.starts_with(|c: char| c.is_ascii_alphabetic() || c == '/' || c == '!')
+                    && !after[..end].contains("://")
+                    && !after[..end].contains('@')
+                    && !after[..end].starts_with("mailto:") =>
+            {
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push('<');
+                rest = after;
+            }
         }
     }
+    out.push_str(rest);
     out
 }
 
@@ -223,9 +235,16 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                     .filter(|c| c.is_alphanumeric())
                     .flat_map(char::to_lowercase)
                     .collect();
+                let raw: String = slice
+                    .chars()
+                    .filter(|c| c.is_alphanumeric())
+                    .flat_map(char::to_lowercase)
+                    .collect();
                 let have: HashSet<String> = HashSet::new();
+                // In the slice with its tags out, or as written (a code span showing a tag).
                 let found = |w: &String| {
                     letters.contains(w.as_str())
+                        || raw.contains(w.as_str())
                         || w.chars().all(|c| c.is_ascii_digit()) && w.len() <= 3
                 };
                 if words(&record.window).iter().all(found) {

@@ -468,6 +468,23 @@ impl Walk {
             _ if name.starts_with("lang-") => positional.first(),
             _ => None,
         };
+        // Punctuation templates: what they print.
+        let printed = match name.as_str() {
+            "snd" | "spaced ndash" | "spaced en dash" | "sndash" | "nsndns" => Some(" – "),
+            "ndash" | "en dash" => Some("–"),
+            "mdash" | "em dash" | "spaced mdash" | "smd" => Some(" — "),
+            "nbsp" | "sp" | "space" | "thinsp" => Some(" "),
+            "'" | "apos" => Some("'"),
+            "middot" | "dot" | "·" => Some(" · "),
+            "bull" | "bullet" | "•" => Some(" • "),
+            "ampersand" | "amp" | "&" => Some("&"),
+            "!" => Some("|"),
+            _ => None,
+        };
+        if let Some(text) = printed {
+            self.out.push_inline(text);
+            return;
+        }
         if let Some(parameter) = keep {
             // `{{lang|de|Text}}`: the text is the last positional parameter.
             let parameter = if name == "lang" {
@@ -787,6 +804,15 @@ mod tests {
             text,
             "Geschichte\n\nBerlin ist eine Großstadt.\n\nJahr | Einwohner\n1900 | 1.888.000\n\n- Punkt\n1. Erster"
         );
+    }
+
+    #[test]
+    fn punctuation_templates_print_what_they_print() {
+        assert_eq!(
+            extract("another sovereign state{{snd}}the Republic of Ireland.").text,
+            "another sovereign state – the Republic of Ireland."
+        );
+        assert_eq!(extract("1914{{ndash}}1918").text, "1914–1918");
     }
 
     #[test]
