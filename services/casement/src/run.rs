@@ -418,8 +418,16 @@ async fn sample_answer<S: casement_store::Store + 'static>(app: &casement_query:
             println!("Q: {}", sample::QUESTION);
             match windows.first() {
                 Some(w) => {
-                    let text: String = w.text.split_whitespace().collect::<Vec<_>>().join(" ");
-                    println!("A: {text}");
+                    // Line by line, as the bot reads it (a list keeps its items).
+                    let mut lines = w
+                        .text
+                        .lines()
+                        .filter(|l| !l.trim().is_empty())
+                        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "));
+                    println!("A: {}", lines.next().unwrap_or_default());
+                    for line in lines {
+                        println!("   {line}");
+                    }
                     let place = std::iter::once(w.title.as_str())
                         .chain(w.section_path.iter().map(String::as_str))
                         .collect::<Vec<_>>()

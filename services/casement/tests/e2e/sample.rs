@@ -25,8 +25,21 @@ async fn the_bundled_sample_answers_and_follows_an_edit() {
         golden.contains("golden set  10/10 passed (recall@5 1.00, MRR@5"),
         "{golden}"
     );
+    // The answer is the whole list with the sentence that introduces it, numbered.
     let answer = casement.wait_for_line("A: ", Duration::from_secs(600));
-    assert!(answer.contains("Wait up to 5 business days"), "{answer}");
+    assert!(
+        answer.contains("Follow these steps if your name in GSA systems"),
+        "{answer}"
+    );
+    for step in [
+        "1. Log in to HR Links",
+        "2. Follow these steps.",
+        "3. Wait up to 5 business days",
+        "4. Once your name has been updated",
+    ] {
+        let line = casement.wait_for_line(step, Duration::from_secs(10));
+        assert!(line.starts_with("   "), "{line}");
+    }
     let citation = casement.wait_for_line("— ", Duration::from_secs(10));
     assert!(
         citation.contains("Changing your name › Changing your name across GSA"),
