@@ -74,6 +74,21 @@ def test_search_windows_carry_exact_citation_ranges(client: Client) -> None:
     assert top.revision == indexed.revision
 
 
+def test_windows_carry_source_offsets_links_and_a_relevance_a_bot_can_abstain_on(client: Client) -> None:
+    case = GOLDEN[0]
+    answer = client.search(case.query, top_k=3)
+    for window in answer.windows:
+        assert window.source_start is not None and window.source_end is not None
+        assert window.source_start < window.source_end
+        assert 0.0 <= window.scores.relevance <= 1.0 and window.scores.similarity > 0.0
+        for link in window.links:
+            assert window.text[link.start : link.end] == link.text and link.url
+    best = max(w.scores.relevance for w in answer.windows)
+    # Nothing is as relevant as the best window: a floor above it leaves none, and says so.
+    empty = client.search(case.query, top_k=3, min_relevance=min(1.0, best + 1e-3))
+    assert empty.windows == [] and empty.short == "min_relevance"
+
+
 def test_document_reports_the_last_revision_and_unknown_ids_raise_not_found(client: Client) -> None:
     answering = {case.doc_id for case in GOLDEN}
     for doc_id, revision in final_revisions().items():

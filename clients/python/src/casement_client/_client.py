@@ -62,6 +62,7 @@ class _ClientBase:
         token_budget: Optional[int],
         timings: bool,
         metadata: Optional[MetadataFilter],
+        min_relevance: Optional[float] = None,
     ) -> SearchRequest:
         if isinstance(doc_ids, str):
             raise TypeError("doc_ids is a list of document ids, not one string")
@@ -76,6 +77,7 @@ class _ClientBase:
             token_budget=token_budget,
             timings=timings,
             metadata=metadata,
+            min_relevance=min_relevance,
         )
 
     @staticmethod
@@ -177,6 +179,7 @@ class Client(_ClientBase):
         *,
         metadata: Optional[MetadataFilter] = None,
         timings: bool = False,
+        min_relevance: Optional[float] = None,
     ) -> SearchResponse:
         """``POST /v1/search``: the windows that answer ``query``, best first.
 
@@ -190,7 +193,7 @@ class Client(_ClientBase):
         (422) naming the allowed ones."""
         request = self._search_request(
             query, top_k, tenant, doc_ids, rerank, window_radius, min_revision, token_budget,
-            timings, metadata,
+            timings, metadata, min_relevance,
         )  # fmt: skip
         return self.search_request(request)
 
@@ -288,11 +291,12 @@ class AsyncClient(_ClientBase):
         *,
         metadata: Optional[MetadataFilter] = None,
         timings: bool = False,
+        min_relevance: Optional[float] = None,
     ) -> SearchResponse:
         """See :meth:`Client.search`."""
         request = self._search_request(
             query, top_k, tenant, doc_ids, rerank, window_radius, min_revision, token_budget,
-            timings, metadata,
+            timings, metadata, min_relevance,
         )  # fmt: skip
         return await self.search_request(request)
 

@@ -56,10 +56,13 @@ class SearchRequest:
     #: ``{"team": "it", "tier": [1, 2]}``. Keys must be among the server's
     #: ``store.indexed_metadata``; another raises :class:`InvalidRequestError` (422).
     metadata: Optional[MetadataFilter] = None
+    #: Leave out windows whose calibrated ``scores.relevance`` is below this (0 to 1); an
+    #: answer with none left (``SearchResponse.short == "min_relevance"``) is "I don't know".
+    min_relevance: Optional[float] = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"query": self.query}
-        for name in ("top_k", "tenant", "rerank", "window_radius", "token_budget"):
+        for name in ("top_k", "tenant", "rerank", "window_radius", "token_budget", "min_relevance"):
             value = getattr(self, name)
             if value is not None:
                 body[name] = value
@@ -85,8 +88,12 @@ class Match:
     #: The sentence hit's fused (reciprocal rank fusion) score.
     score: float
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Characters of the content as it was submitted that produced the sentence (``None``
+    #: from an index written before these were kept, or an older server).
+    source_start: Optional[int] = None
+    source_end: Optional[int] = None
 
-    _KNOWN = frozenset({"sentence", "char_start", "char_end", "score"})
+    _KNOWN = frozenset({"sentence", "char_start", "char_end", "score", "source_start", "source_end"})
 
     @classmethod
     def from_json(cls, data: JsonObject) -> Match:
@@ -96,7 +103,25 @@ class Match:
             char_end=data["char_end"],
             score=data["score"],
             extra=_extra(data, cls._KNOWN),
+            source_start=data.get("source_start"),
+            source_end=data.get("source_end"),
         )
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link inside a window's text, with where it points (relative targets resolved
+    against the document's url)."""
+
+    text: str
+    url: str
+    #: Characters (Unicode code points) of the link's text in the window's ``text``.
+    start: int
+    end: int
+
+    @classmethod
+    def from_json(cls, data: JsonObject) -> Link:
+        return cls(text=data["text"], url=data["url"], start=data["start"], end=data["end"])
 
 
 @dataclass(frozen=True)
@@ -106,13 +131,22 @@ class Scores:
     #: The reranker's score, when the window was reranked.
     rerank: Optional[float] = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Cosine similarity of the question and the window's closest matched sentence.
+    similarity: float = 0.0
+    #: Calibrated probability (0 to 1) that the window answers the question: comparable
+    #: across questions, unlike ``fused`` (0 from an older server).
+    relevance: float = 0.0
 
-    _KNOWN = frozenset({"fused", "rerank"})
+    _KNOWN = frozenset({"fused", "rerank", "similarity", "relevance"})
 
     @classmethod
     def from_json(cls, data: JsonObject) -> Scores:
         return cls(
-            fused=data["fused"], rerank=data.get("rerank"), extra=_extra(data, cls._KNOWN)
+            fused=data["fused"],
+            rerank=data.get("rerank"),
+            extra=_extra(data, cls._KNOWN),
+            similarity=data.get("similarity", 0.0),
+            relevance=data.get("relevance", 0.0),
         )
 
 
@@ -141,11 +175,18 @@ class Window:
     #: The document's metadata, as its change event gave it (``{}`` when it had none, or
     #: from a server older than metadata).
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: Characters of the content as it was submitted that produced the window: slicing
+    #: the submitted page with them gives the span (``None`` when not known).
+    source_start: Optional[int] = None
+    source_end: Optional[int] = None
+    #: Links inside ``text``.
+    links: list[Link] = field(default_factory=list)
 
     _KNOWN = frozenset(
         {
             "doc_id", "title", "url", "tenant", "section_path", "revision", "text",
             "char_start", "char_end", "matches", "scores", "tokens", "metadata",
+            "source_start", "source_end", "links",
         }
     )  # fmt: skip
 
@@ -167,6 +208,9 @@ class Window:
             tokens=data.get("tokens", 0),
             extra=_extra(data, cls._KNOWN),
             metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
+            source_start=data.get("source_start"),
+            source_end=data.get("source_end"),
+            links=[Link.from_json(link) for link in data.get("links", [])],
         )
 
     @property
@@ -196,8 +240,11 @@ class SearchResponse:
     #: Milliseconds per stage, when the request asked for ``timings``.
     timings_ms: Optional[dict[str, float]] = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Why fewer than ``top_k`` windows came back, when they did: ``no_more_matches``,
+    #: ``token_budget``, ``min_relevance`` (the index's "I don't know"), ``search_limit``.
+    short: Optional[str] = None
 
-    _KNOWN = frozenset({"windows", "reranker", "timings_ms"})
+    _KNOWN = frozenset({"windows", "reranker", "timings_ms", "short"})
 
     @classmethod
     def from_json(cls, data: JsonObject) -> SearchResponse:
@@ -207,6 +254,7 @@ class SearchResponse:
             reranker=data.get("reranker"),
             timings_ms=dict(timings) if timings is not None else None,
             extra=_extra(data, cls._KNOWN),
+            short=data.get("short"),
         )
 
 
