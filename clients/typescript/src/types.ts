@@ -14,7 +14,8 @@ type GetDocument = paths["/v1/documents/{doc_id}"]["get"];
 type PostEvent = paths["/v1/events"]["post"];
 
 /** `POST /v1/search` request: `query` and the optional `top_k`, `tenant`, `doc_ids`,
- * `rerank`, `window_radius`, `min_revision`, `token_budget`, `timings`, `metadata`. */
+ * `rerank`, `window_radius`, `min_revision`, `token_budget`, `timings`, `metadata`,
+ * `min_relevance`. */
 export type SearchRequest = JsonBody<NonNullable<Search["requestBody"]>>;
 /** Everything of a search but the query. */
 export type SearchParams = Omit<SearchRequest, "query">;
@@ -24,8 +25,11 @@ export type SearchResponse = JsonBody<Search["responses"][200]>;
 export type Window = SearchResponse["windows"][number];
 /** A matched sentence of a window, with its character range in the document. */
 export type Match = Window["matches"][number];
-/** A window's scores: `fused` (retrieval) and `rerank` (null unless reranked). */
+/** A window's scores: `fused` (retrieval), `rerank` (null unless reranked),
+ * `similarity` and the calibrated `relevance` (0 to 1, comparable across questions). */
 export type Scores = Window["scores"];
+/** A link inside a window's text: its text, target and characters in the text. */
+export type Link = Window["links"][number];
 /** Read-your-writes: `{doc_id: revision}` the search waits for (`SearchRequest.min_revision`). */
 export type MinRevision = NonNullable<SearchRequest["min_revision"]>;
 /** `{key: value}` conditions on the documents' event metadata, all required: a string,

@@ -86,18 +86,30 @@ async fn an_emptied_folder_keeps_its_documents_until_an_operator_releases_them()
         std::fs::remove_file(docs.join(format!("page-{i:02}.md"))).unwrap();
     }
     let held = "casement_source_deletes_held{source=\"watch\"}";
+    // Removed one by one, a scan may see the folder half empty: those deletes are a burst,
+    // of which the guard lets 10% of the 20 documents (2 a window, page 0 one of them)
+    // through and holds the rest; once the folder lists nothing, the watcher holds what
+    // is left. Either way 18 or 19 are held, and only what the guard let through is gone.
     eventually(Duration::from_secs(30), "the hold reported", || async {
-        client.metric(held).await == 19.0
+        client.metric(held).await >= 18.0
     })
     .await;
-    // Several scans later: every document is still there.
+    // Several scans later: every document not let through is still there.
     tokio::time::sleep(Duration::from_millis(1000)).await;
+    let count = client.metric(held).await as usize;
+    let mut gone = 0;
     for page in &pages[1..] {
-        assert!(live(&client, page).await, "{page} was deleted");
+        if !live(&client, page).await {
+            gone += 1;
+        }
     }
+    assert!(
+        (count == 19 && gone == 0) || (count == 18 && gone == 1),
+        "{count} held, {gone} deleted"
+    );
     let (status, body) = client.get("/v1/admin/deletes").await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["held"], 19);
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["held"], count);
 
     // Without the operator's key the release is refused; with it (`casement
     // release-deletes`), they are deleted.
@@ -117,7 +129,7 @@ async fn an_emptied_folder_keeps_its_documents_until_an_operator_releases_them()
         "{said}{}",
         String::from_utf8_lossy(&release.stderr)
     );
-    assert!(said.contains("released: 19"), "{said}");
+    assert!(said.contains(&format!("released: {count}")), "{said}");
     eventually(Duration::from_secs(60), "the 19 pages deleted", || async {
         for page in &pages[1..] {
             if live(&client, page).await {
