@@ -43,6 +43,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/documents/{doc_id}/text": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The citation text of the indexed revision, which char_start/char_end point into (a document whose own id ends in /text is answered by getDocument) */
+        get: operations["getDocumentText"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -244,12 +261,19 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean | string[] | number[];
             };
+            /** @description Leave out windows whose scores.relevance is below this (default search.min_relevance, 0). An answer with no window left, short = min_relevance, is the index's "I don't know". */
+            min_relevance?: number;
         };
         SearchResponse: {
             windows: components["schemas"]["Window"][];
             /** @description The reranker that ordered the windows; null for retrieval order. */
             reranker: string | null;
             timings_ms?: components["schemas"]["Timings"];
+            /**
+             * @description Present when fewer than top_k windows came back, and why: no_more_matches (the index holds no more windows matching the request's filters), token_budget (the rest did not fit the token budget), min_relevance (the rest scored below min_relevance), search_limit (the search read its most hits, 2,000, without filling the answer).
+             * @enum {string}
+             */
+            short?: "no_more_matches" | "token_budget" | "min_relevance" | "search_limit";
         };
         Window: {
             doc_id: string;
@@ -269,6 +293,11 @@ export interface components {
             /** @description Character (Unicode scalar value) offset of text in the document. */
             char_start: number;
             char_end: number;
+            /** @description Character (Unicode scalar value) offset, in the content as it was submitted (the change event's content, markup and all), where the span that produced this window starts: slicing the submitted text with source_start..source_end gives it. Null for documents indexed before these offsets were kept. char_start/char_end point into the document's citation text instead (GET /v1/documents/{doc_id}/text). */
+            source_start: number | null;
+            source_end: number | null;
+            /** @description Links inside text, with where they point (relative targets resolved against the document's url) and their characters in text. */
+            links: components["schemas"]["Link"][];
             matches: components["schemas"]["Match"][];
             scores: components["schemas"]["Scores"];
             /** @description Estimated tokens of text. */
@@ -278,12 +307,19 @@ export interface components {
             sentence: string;
             char_start: number;
             char_end: number;
+            /** @description Characters of the content as submitted that produced the sentence (see Window.source_start). */
+            source_start: number | null;
+            source_end: number | null;
             /** @description Fused (reciprocal rank fusion) score of this sentence. */
             score: number;
         };
         Scores: {
             fused: number;
             rerank: number | null;
+            /** @description Cosine similarity of the question's vector and the window's closest matched sentence's, as the index stores them; 0 when the vectors could not be read. */
+            similarity: number;
+            /** @description Calibrated probability that the window answers the question (logistic model over its similarity and how much of the question's words it holds, fitted by make train-ranker). Comparable across questions, unlike fused: a bot answers "I don't know" when no window reaches its threshold (see min_relevance). */
+            relevance: number;
         };
         Timings: {
             wait: number;
@@ -320,6 +356,20 @@ export interface components {
                 /** @description With revision_not_indexed: the revision the index holds (0: none). */
                 indexed_revision?: number;
             };
+        };
+        Link: {
+            text: string;
+            url: string;
+            /** @description Character (Unicode scalar value) offset of the link's text in the window's text. */
+            start: number;
+            end: number;
+        };
+        DocumentText: {
+            doc_id: string;
+            revision: number;
+            tenant: string | null;
+            /** @description The citation text of the indexed revision: what every char_start/char_end of a search answer points into. Text that no sentence window holds (a heading of an empty section, skipped code) reads as spaces of its length, so every offset still points where it did. */
+            text: string;
         };
         EventAnswer: {
             /** @enum {string} */
@@ -527,6 +577,37 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Document"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+            504: components["responses"]["Error"];
+        };
+    };
+    getDocumentText: {
+        parameters: {
+            query?: {
+                /** @description The document's tenant, for a key bound to none (a tenant-bound key looks in its own; another: 403). Left out: the document without a tenant. */
+                tenant?: string;
+            };
+            header?: never;
+            path: {
+                doc_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The indexed revision's citation text */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DocumentText"];
                 };
             };
             400: components["responses"]["Error"];
