@@ -171,14 +171,14 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// Lowercased runs of letters and digits.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+pub(crate) fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
 }
 
 /// A crude suffix strip, so that "built" stays but "ships"/"shipping"/"shipped" meet.
-fn stem(word: &str) -> &str {
+pub(crate) fn stem(word: &str) -> &str {
     for suffix in ["ing", "ed", "es", "s"] {
         if word.chars().count() > 4
             && let Some(stripped) = word.strip_suffix(suffix)

@@ -13,6 +13,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::learned::{stem, words};
 
 /// The coefficients `make train-ranker` wrote, compiled in.
 pub const SHIPPED: &str = include_str!("../ranker/relevance.json");
@@ -96,23 +97,6 @@ const STOPWORDS: &[&str] = &[
     "this", "those", "to", "under", "was", "we", "were", "what", "when", "where", "which", "who",
     "whom", "whose", "why", "will", "with", "would", "you", "your",
 ];
-
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-}
-
-fn stem(word: &str) -> &str {
-    for suffix in ["ing", "ed", "es", "s"] {
-        if word.chars().count() > 4
-            && let Some(stripped) = word.strip_suffix(suffix)
-        {
-            return stripped;
-        }
-    }
-    word
-}
 
 /// The query's content stems (stop words out; all words when it has only stop words).
 fn content_stems(query: &str) -> Vec<String> {

@@ -240,7 +240,6 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                     .filter(|c| c.is_alphanumeric())
                     .flat_map(char::to_lowercase)
                     .collect();
-                let have: HashSet<String> = HashSet::new();
                 // In the slice with its tags out, or as written (a code span showing a tag).
                 let found = |w: &String| {
                     letters.contains(w.as_str())
@@ -253,7 +252,7 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                     tally.shown += 1;
                     let missing: Vec<String> = words(&record.window)
                         .into_iter()
-                        .filter(|w| !found(w) && !have.contains(w))
+                        .filter(|w| !found(w))
                         .collect();
                     println!(
                         "[{name}] {} window not in its source slice, missing {missing:?}: {:?} / {:?}",

@@ -57,6 +57,14 @@ impl Rewrite {
         self.text.push_str(text);
     }
 
+    /// Appends `content[*copied..range.start]` as it is, then `text` in place of `range`,
+    /// and moves `copied` (how much of the content is in the copy) past it.
+    pub fn splice(&mut self, content: &str, copied: &mut usize, range: Range<usize>, text: &str) {
+        self.copy(content, *copied..range.start);
+        self.replace(range.clone(), text);
+        *copied = range.end;
+    }
+
     /// The content offset of the copy's offset `at`. A replaced piece maps to its start,
     /// or (`end`) to its end.
     pub fn source_of(&self, at: usize, end: bool) -> usize {

@@ -158,9 +158,7 @@ impl Markup {
                 {
                     // Docusaurus renders an `mdx-code-block` fence as MDX, not as code.
                     mdx_block = Some(marker);
-                    out.copy(content, copied..i);
-                    out.replace(i..line_end, "");
-                    copied = line_end;
+                    out.splice(content, &mut copied, i..line_end, "");
                     i = line_end;
                     continue;
                 }
@@ -173,9 +171,7 @@ impl Markup {
                         .is_empty()
                 {
                     mdx_block = None;
-                    out.copy(content, copied..i);
-                    out.replace(i..line_end, "");
-                    copied = line_end;
+                    out.splice(content, &mut copied, i..line_end, "");
                     i = line_end;
                     continue;
                 }
@@ -205,9 +201,7 @@ impl Markup {
                     } else {
                         line_end
                     };
-                    out.copy(content, copied..i);
-                    out.replace(i..end, "");
-                    copied = end;
+                    out.splice(content, &mut copied, i..end, "");
                     i = end;
                     continue;
                 }
@@ -232,9 +226,7 @@ impl Markup {
                 {
                     let tag = tag_words(&content[i + 2..end]);
                     if matches!(tag.first().map(String::as_str), Some("raw" | "endraw")) {
-                        out.copy(content, copied..i);
-                        out.replace(i..end + 2, "");
-                        copied = end + 2;
+                        out.splice(content, &mut copied, i..end + 2, "");
                         i = end + 2;
                         continue;
                     }
@@ -266,9 +258,7 @@ impl Markup {
                     .and_then(|paragraph| paragraph.split('[').next())
                     .is_some_and(|text| text.contains("]("))
             {
-                out.copy(content, copied..i);
-                out.replace(i..i + 1, "");
-                copied = i + 1;
+                out.splice(content, &mut copied, i..i + 1, "");
                 i += 1;
                 continue;
             }
@@ -276,9 +266,7 @@ impl Markup {
                 && content[i..].starts_with("{/*")
                 && let Some(end) = find(content, i + 3, "*/}")
             {
-                out.copy(content, copied..i);
-                out.replace(i..end + 3, "");
-                copied = end + 3;
+                out.splice(content, &mut copied, i..end + 3, "");
                 i = end + 3;
                 continue;
             }
@@ -291,9 +279,7 @@ impl Markup {
                     } else {
                         hugo_replacement(inner, in_link_target(content, i))
                     };
-                    out.copy(content, copied..i);
-                    out.replace(i..end + 3, &replacement);
-                    copied = end + 3;
+                    out.splice(content, &mut copied, i..end + 3, &replacement);
                     i = end + 3;
                     continue;
                 }
@@ -304,9 +290,7 @@ impl Markup {
                 && let Some(end) = find(content, i + 2, "}}")
                 && !content[i..end].contains('\n')
             {
-                out.copy(content, copied..i);
-                out.replace(i..end + 2, "");
-                copied = end + 2;
+                out.splice(content, &mut copied, i..end + 2, "");
                 i = end + 2;
                 continue;
             }
@@ -344,9 +328,7 @@ impl Markup {
                         in_link_target(content, i),
                     ),
                 };
-                out.copy(content, copied..i);
-                out.replace(i..tag_end, &replacement);
-                copied = tag_end;
+                out.splice(content, &mut copied, i..tag_end, &replacement);
                 line_start = content[..tag_end].ends_with('\n');
                 i = tag_end;
                 continue;
