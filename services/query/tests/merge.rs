@@ -264,8 +264,8 @@ proptest! {
 
         // With them, windows that do not fit are narrowed: still within the budget, in the
         // same order, each inside the window it came from and keeping its best match and
-        // score; at least as many windows as the prefix. The cap narrows only the last
-        // window, after the whole prefix.
+        // score; at least as many windows as the prefix. The cap returns as many windows as
+        // fit at their narrowest (top_k whenever their best matches fit together).
         for policy in [Budget::Cap, Budget::Share] {
             let (answer, cut, narrowed) = select(reranked.clone(), top_k, budget, &neighbours(&docs), policy);
             prop_assert!(answer.len() >= prefix.len());
@@ -281,8 +281,20 @@ proptest! {
             }
             prop_assert_eq!(answer.iter().filter(|w| !reranked.contains(w)).count(), narrowed);
             if policy == Budget::Cap {
-                prop_assert!(narrowed <= 1);
-                prop_assert_eq!(&answer[..prefix.len()], &prefix[..]);
+                let narrowest: Vec<usize> = reranked
+                    .iter()
+                    .take(top_k)
+                    .map(|w| {
+                        let best = w.matches.iter().max_by(|a, b| a.score.total_cmp(&b.score).then(b.index.cmp(&a.index)));
+                        best.map_or(w.tokens(), |m| narrow_around(w.clone(), m.index, 0, &neighbours(&docs)).tokens())
+                    })
+                    .collect();
+                let fit = narrowest
+                    .iter()
+                    .scan(0usize, |sum, t| { *sum += t; Some(*sum) })
+                    .take_while(|sum| *sum <= budget)
+                    .count();
+                prop_assert_eq!(answer.len(), fit);
             }
         }
     }

@@ -1,6 +1,6 @@
 //! What a bot reads, measured on real pages (`make eval` runs it; needs ../shared/data for
 //! the 18F Handbook, and reads the wikitext and HTML fixtures under tests/fixtures):
-//! - markup share: windows whose text (outside code blocks) holds markup: template tags,
+//! - markup share: windows whose text (outside code blocks and code spans) holds markup: template tags,
 //!   `](`, `[[`, `]]`, `{{`, `{|`, `|-`, HTML tags, `'''`, image parameters;
 //! - lead-in share: hits on a list item or table row whose window lacks the paragraph that
 //!   introduces the list, among those where the lead-in and the hit fit in the window cap;
@@ -144,6 +144,40 @@ fn strip_tags(text: &str) -> String {
     out
 }
 
+/// `text` without markdown link targets (`[text](target)` reads `[text]`), whose words
+/// are not the window's: `[page]({% page "/software/" %})for` shows "pagefor".
+fn strip_link_targets(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("](") {
+        out.push_str(&rest[..=at]);
+        let after = &rest[at + 2..];
+        // The target ends at the first `)` outside a template tag.
+        let mut depth = 0usize;
+        let end = after.char_indices().find_map(|(i, c)| match c {
+            '{' => {
+                depth += 1;
+                None
+            }
+            '}' => {
+                depth = depth.saturating_sub(1);
+                None
+            }
+            ')' if depth == 0 => Some(i),
+            _ => None,
+        });
+        match end {
+            Some(end) if !after[..end].contains("\n\n") => rest = &after[end + 1..],
+            _ => {
+                out.push('(');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() >= 2)
@@ -181,14 +215,30 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
         };
         tally.pages += 1;
         let extracted = casement_text::extract(page.format, &page.content);
-        // Characters of code blocks (their text is the page's content, markup or not).
+        // Characters of code blocks and code spans (their text is the page's content, markup
+        // or not: `{%include%}` documented in a code span is what the rendered page shows).
         let chars = casement_text::records::CharOffsets::new(&segmented.text);
-        let code: Vec<(usize, usize)> = extracted
+        let mut code: Vec<(usize, usize)> = extracted
             .blocks
             .iter()
             .filter(|b| b.kind == casement_text::BlockKind::Code)
             .map(|b| (chars.of(b.range.start), chars.of(b.range.end)))
             .collect();
+        if page.format == Format::Markdown {
+            for (i, (at, source)) in extracted.sources.iter().enumerate() {
+                if page
+                    .content
+                    .get(source.clone())
+                    .is_some_and(|s| s.starts_with('`'))
+                {
+                    let end = extracted
+                        .sources
+                        .get(i + 1)
+                        .map_or(extracted.text.len(), |n| n.0);
+                    code.push((chars.of(*at), chars.of(end)));
+                }
+            }
+        }
         let content: Vec<char> = page.content.chars().collect();
         let records = build_records(&segmented, config);
         let mut seen = HashSet::new();
@@ -211,10 +261,14 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                 tally.with_markup += 1;
                 if tally.shown < show {
                     tally.shown += 1;
+                    // Around the mark (its first occurrence; the start for `NNNpx`).
+                    let at = prose.find(mark).unwrap_or(0);
+                    let from = prose.floor_char_boundary(at.saturating_sub(150));
+                    let to = prose.floor_char_boundary((at + 150).min(prose.len()));
                     println!(
                         "[{name}] {} holds `{mark}`: {:?}",
                         page.id,
-                        prose.chars().take(300).collect::<String>()
+                        &prose[from..to]
                     );
                 }
             }
@@ -229,7 +283,7 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                 // Every word of the window in the slice, markup between letters aside
                 // (`significant<sup>1</sup>` reads `significant1`, `[[transferase]]s`
                 // `transferases`); list numbers are the window's own.
-                let untagged = strip_tags(&slice);
+                let untagged = strip_link_targets(&strip_tags(&slice));
                 let letters: String = untagged
                     .chars()
                     .filter(|c| c.is_alphanumeric())
@@ -329,8 +383,19 @@ fn main() {
     println!("| corpus | pages | windows | markup share | lead-in missing | citations resolve |");
     println!("|---|---:|---:|---:|---:|---:|");
     let mut rows = Vec::new();
+    let mut report = Vec::new();
     for (name, pages) in &corpora {
         let t = measure(name, pages, &config, show);
+        let share = |n: usize, d: usize| (d > 0).then(|| n as f64 / d as f64);
+        report.push(serde_json::json!({
+            "corpus": name,
+            "pages": t.pages,
+            "windows": t.windows,
+            "markup_share": share(t.with_markup, t.windows),
+            "lead_in_missing_share": share(t.lead_missing, t.list_hits),
+            "list_hits": t.list_hits,
+            "citations_resolve_share": share(t.resolved, t.resolvable),
+        }));
         rows.push(format!(
             "| {name} | {} | {} | {} | {} | {} |",
             t.pages,
@@ -343,4 +408,16 @@ fn main() {
     for row in rows {
         println!("{row}");
     }
+    // `make eval` prints these again beside the retrieval figures.
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+            std::path::PathBuf::from,
+        )
+        .join("bench");
+    std::fs::create_dir_all(&dir).expect("target/bench");
+    let file = dir.join("fidelity.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&report).expect("json"))
+        .expect("writing the fidelity report");
+    println!("wrote {}", file.display());
 }

@@ -26,6 +26,21 @@ pub fn binaries() -> PathBuf {
 /// `casement backfill` of `docs` into `dir/data` (fresh unless `reuse` finds a complete
 /// one); returns its summary.
 pub fn backfill(bin: &Path, dir: &Path, docs: &[data::Doc], index: Index, reuse: bool) -> Value {
+    backfill_with(bin, dir, index, reuse, |log| {
+        data::write_log(log, docs);
+        docs.len()
+    })
+}
+
+/// `casement backfill` of the revision log `write_log` writes (returning how many
+/// documents) into `dir/data`, fresh unless `reuse` finds a complete one.
+pub fn backfill_with(
+    bin: &Path,
+    dir: &Path,
+    index: Index,
+    reuse: bool,
+    write_log: impl FnOnce(&Path) -> usize,
+) -> Value {
     let done = dir.join("summary.json");
     if reuse && let Ok(text) = std::fs::read_to_string(&done) {
         eprintln!("eval: reusing {}", dir.display());
@@ -36,10 +51,9 @@ pub fn backfill(bin: &Path, dir: &Path, docs: &[data::Doc], index: Index, reuse:
     }
     std::fs::create_dir_all(dir).unwrap();
     let log = dir.join("log.jsonl");
-    data::write_log(&log, docs);
+    let documents = write_log(&log);
     eprintln!(
-        "eval: casement backfill of {} documents into {}",
-        docs.len(),
+        "eval: casement backfill of {documents} documents into {}",
         dir.display()
     );
     let started = Instant::now();
@@ -61,7 +75,7 @@ pub fn backfill(bin: &Path, dir: &Path, docs: &[data::Doc], index: Index, reuse:
         output.status
     );
     let summary = json!({
-        "documents": docs.len(),
+        "documents": documents,
         "seconds": started.elapsed().as_secs_f64(),
         "summary": out.lines().filter(|l| l.starts_with("index: ")).collect::<Vec<_>>(),
         "settings": index.backfill_env().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),

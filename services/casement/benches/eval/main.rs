@@ -16,9 +16,15 @@
 //! - **SciFact** (BEIR test, 300 claims): nDCG@10 over distinct documents in passage order,
 //!   and the share of evidence sentences covered by the top 5 passages (188 claims).
 //! - Client-side latency p50/p95 of the HTTP rows.
+//! - With the `defaults` row (`answers.rs`): short answers at `top_k` 5 and 10, and
+//!   abstention at `min_relevance` 0.1 (answer rate in-domain, abstain rate out of domain,
+//!   AUC) on SQuAD, SciFact and the 18F Handbook's final pages (a third index, with the
+//!   support questions of `handbook-questions.json`), printed beside the fidelity table
+//!   that `shared/text/examples/fidelity.rs` wrote; then the paired bootstrap interval of
+//!   the learned ranker's SciFact nDCG@10 against retrieval order (the rule for a default).
 //!
 //! Tokens are cl100k_base (OpenAI's tokenizer; the exact BPE file ships inside the
-//! `tiktoken-rs` crate). Prints one table and writes `target/bench/eval.json`.
+//! `tiktoken-rs` crate). Prints the tables and writes `target/bench/eval.json`.
 //!
 //! `EVAL_TRAIN=1` (`make train-ranker`) instead fits the learned ranker on the tune half
 //! (`train.rs`).
@@ -29,6 +35,7 @@
 //! previous run in `target/bench/eval/` (the default builds everything fresh).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod answers;
 mod children;
 mod chunks;
 mod data;
@@ -205,10 +212,20 @@ async fn run() {
         rows.push(row);
     }
 
+    // Short answers and abstention, beside the fidelity table (issue 37).
+    let answers = match variants.iter().find(|v| v.name == "defaults") {
+        Some(defaults) => {
+            let asked = answers::measure(&bin, &work, &squad, &scifact, defaults, reuse).await;
+            Some(asked)
+        }
+        None => None,
+    };
+
     if chunk_rows {
         chunk_baseline(&work, &squad, &scifact, &bpe, reuse, &mut rows).await;
     }
 
+    let fidelity = answers.as_ref().map(answers::print_table);
     print_table(&rows);
     // The rule for a ranker as the default (issue 37): the paired bootstrap 95% interval of
     // its SciFact nDCG@10 minus retrieval order's, over the 300 claims, must not lie wholly
@@ -239,6 +256,7 @@ async fn run() {
     }
     let report = json!({
         "ranker_rule": rules,
+        "fidelity_and_answers": fidelity,
         "tokenizer": "cl100k_base (tiktoken-rs)",
         "split": "SQuAD articles alternate in file order: even-indexed articles are the tune half, odd-indexed the report half",
         "squad_top_k": SQUAD_TOP_K,

@@ -322,9 +322,10 @@ pub fn drop_contained(windows: Vec<Window>, threshold: f32) -> (Vec<Window>, usi
 /// How [`select`] fits windows into the token budget when they do not fit whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Budget {
-    /// The server's cap (`search.token_budget`): whole windows in rank order; the first
-    /// that does not fit is narrowed around its best match to what is left, and ends the
-    /// answer.
+    /// The server's cap (`search.token_budget`): as many of the `top_k` windows as fit at
+    /// their narrowest (the best match alone); each, in rank order, as wide as the room
+    /// left after the narrowest of those still to come: whole while it fits, else narrowed
+    /// around its best match. The best windows stay whole and `top_k` is met when it can be.
     Cap,
     /// The room the client asked for (`token_budget`): shared out over the windows. Each
     /// starts as its best-scoring match alone, windows are taken in rank order while those
@@ -369,23 +370,31 @@ pub fn select(
             .count()
     };
     if policy == Budget::Cap {
-        let mut answer = Vec::new();
+        // As many windows as fit at their narrowest (the best match alone), so `top_k` is
+        // met whenever it can be; then each in rank order as wide as the room left after
+        // the narrowest of those still to come allows: the best windows stay whole.
+        let narrowest: Vec<usize> = (0..candidates.len()).map(|i| at(i, 0).tokens()).collect();
+        let mut count = 0;
+        let mut total = 0;
+        while count < narrowest.len() && total + narrowest[count] <= budget {
+            total += narrowest[count];
+            count += 1;
+        }
+        let mut answer = Vec::with_capacity(count);
         let mut used = 0;
-        for (i, window) in candidates.iter().enumerate() {
-            if used + window.tokens() <= budget {
-                used += window.tokens();
-                answer.push(window.clone());
-                continue;
-            }
-            let widest = window.sentences.len();
-            if let Some(fitted) = (0..widest)
-                .rev()
-                .map(|radius| at(i, radius))
-                .find(|w| w.sentences != window.sentences && used + w.tokens() <= budget)
-            {
-                answer.push(fitted);
-            }
-            break;
+        for (i, window) in candidates.iter().enumerate().take(count) {
+            let room = budget - used - narrowest[i + 1..count].iter().sum::<usize>();
+            let fitted = if window.tokens() <= room {
+                window.clone()
+            } else {
+                (0..window.sentences.len())
+                    .rev()
+                    .map(|radius| at(i, radius))
+                    .find(|w| w.tokens() <= room)
+                    .unwrap_or_else(|| at(i, 0))
+            };
+            used += fitted.tokens();
+            answer.push(fitted);
         }
         let (cut, narrowed) = (candidates.len() - answer.len(), narrowed(&answer));
         return (answer, cut, narrowed);

@@ -241,6 +241,14 @@ impl Markup {
                 match content[i + run..].find(ticks) {
                     Some(n) if !content[i + run..i + run + n].contains("\n\n") => {
                         let end = i + run + n + run;
+                        if liquid {
+                            liquid_in_code_span(
+                                content,
+                                i + run..i + run + n,
+                                &mut out,
+                                &mut copied,
+                            );
+                        }
                         line_start = content[i..end].ends_with('\n');
                         i = end;
                     }
@@ -386,6 +394,50 @@ fn end_of_block(content: &str, from: usize, end_name: &str) -> Option<usize> {
         at = close + 2;
     }
     None
+}
+
+/// Liquid in a code span, rendered as Jekyll renders it (Liquid runs before markdown): a
+/// `{% raw %}…{% endraw %}` shows its inside, and a quoted string's output (`{{ "{%include%}" }}`)
+/// shows the string; anything else in the span is the author's code and stays.
+fn liquid_in_code_span(content: &str, span: Range<usize>, out: &mut Rewrite, copied: &mut usize) {
+    let mut at = span.start;
+    while at < span.end {
+        let rest = &content[at..span.end];
+        if let Some(body) = rest.strip_prefix("{%")
+            && let Some(close) = body.find("%}")
+            && matches!(
+                tag_words(&body[..close]).first().map(String::as_str),
+                Some("raw" | "endraw")
+            )
+        {
+            let end = at + 2 + close + 2;
+            out.splice(content, copied, at..end, "");
+            at = end;
+            continue;
+        }
+        if let Some((literal, len)) = quoted_output(rest) {
+            out.splice(content, copied, at..at + len, literal);
+            at += len;
+            continue;
+        }
+        at += rest.chars().next().map_or(1, char::len_utf8);
+    }
+}
+
+/// `{{ "text" }}` or `{{ 'text' }}` at the start of `s` (a Liquid string output with no
+/// filter): the text and the expression's length.
+fn quoted_output(s: &str) -> Option<(&str, usize)> {
+    let body = s.strip_prefix("{{")?;
+    let trimmed = body.trim_start_matches([' ', '-']);
+    let quote = trimmed.chars().next().filter(|c| *c == '"' || *c == '\'')?;
+    let inner_start = s.len() - trimmed.len() + 1;
+    let inner_len = s[inner_start..].find(quote)?;
+    let after = &s[inner_start + inner_len + 1..];
+    let close = after.trim_start_matches([' ', '-']).strip_prefix("}}")?;
+    Some((
+        &s[inner_start..inner_start + inner_len],
+        s.len() - close.len(),
+    ))
 }
 
 /// Where a `{% raw %}` block's inside ends, and where its `{% endraw %}` ends.

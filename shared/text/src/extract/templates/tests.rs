@@ -48,6 +48,13 @@ fn code_keeps_its_text_but_raw_markers_go() {
         strip(page),
         "Use `{% page %}` here.\n\n```liquid\n{% include \"low.html\" %}\n```\n"
     );
+    // The 18F Handbook's components page, as Jekyll shows it.
+    assert_eq!(
+        strip(
+            "does **_not_** use the `{% raw %}{%include%}{% endraw %}` directive; use the\n`{{ \"{%include%}\" }}` directive and `{{ site.x }}`.\n"
+        ),
+        "does **_not_** use the `{%include%}` directive; use the\n`{%include%}` directive and `{{ site.x }}`.\n"
+    );
 }
 
 #[test]
