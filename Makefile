@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk bench-watch eval train-ranker fuzz-query fuzz soak fmt
+.PHONY: run dry-run test check-doc-links models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk bench-watch eval train-ranker fuzz-query fuzz soak fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -39,12 +39,17 @@ check-deploy:
 dist:
 	bash deploy/dist.sh
 
-## Formatting check, clippy with warnings denied, the deploy/ validation, every test of the
-## workspace, then the Python and TypeScript clients' tests against the all-in-one those
-## tests built. No incremental compilation: a cold CI build gains nothing from it, and its
-## caches (over 1 GiB here) once filled a CI disk.
+## Every relative link in the repository's Markdown (git's *.md files) names a file of the
+## repository, and every #anchor a heading; python3 only, a second. Runs first in `make test`.
+check-doc-links:
+	python3 deploy/check-doc-links.py
+
+## The documentation's links, formatting check, clippy with warnings denied, the deploy/
+## validation, every test of the workspace, then the Python and TypeScript clients' tests
+## against the all-in-one those tests built. No incremental compilation: a cold CI build
+## gains nothing from it, and its caches (over 1 GiB here) once filled a CI disk.
 test: export CARGO_INCREMENTAL = 0
-test: models tools check-deploy
+test: check-doc-links models tools check-deploy
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) test --workspace --locked
@@ -141,7 +146,9 @@ bench-query: models
 ## rebuilt fresh), under one hour with EVAL_REUSE=1. First the fidelity table (what a bot
 ## reads: markup left in windows, lists without their lead-in, citations that slice the
 ## submitted page; 18F Handbook, Wikipedia wikitext, HTML/Hugo/MDX pages:
-## shared/text/examples/fidelity.rs), then the retrieval table; writes
+## shared/text/examples/fidelity.rs), then the retrieval run, which prints that table again
+## beside short answers and abstention (SQuAD, SciFact, the handbook), the retrieval table
+## and the learned ranker's bootstrap interval; writes
 ## target/bench/eval.json. EVAL_ROWS, EVAL_CHUNKS=0, EVAL_QUESTIONS=N, EVAL_REUSE=1: see
 ## services/casement/benches/eval/main.rs.
 eval: models

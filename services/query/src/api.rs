@@ -305,7 +305,7 @@ pub struct Scores {
     pub similarity: f32,
     /// The calibrated probability (0 to 1) that the window answers the question, from its
     /// similarity and how much of the question's words it holds (fitted by `make
-    /// train-ranker`; see README, "I don't know"). Comparable across questions, unlike
+    /// train-ranker`; see docs/query-api.md, "I don't know"). Comparable across questions, unlike
     /// `fused`.
     pub relevance: f32,
 }

@@ -1,7 +1,7 @@
 //! API fuzzing with schemathesis (from PyPI; `make tools` installs it) against the served
 //! OpenAPI document: no 5xx, every status documented, every body valid against its schema.
-//! Bounded here (`SCHEMATHESIS_MAX_EXAMPLES`, default 100 per operation); README gives a
-//! longer run.
+//! Bounded here (`SCHEMATHESIS_MAX_EXAMPLES`, default 100 per operation); docs/development.md
+//! gives a longer run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -12,7 +12,7 @@
 //! Which one runs is chosen by [`RerankerConfig`] (`none` keeps the retrieval order).
 //! Measured on 1,154 SQuAD questions (`make bench-rerank`), rescoring moved held-out MRR by
 //! +0.005 (int8) and +0.003 (fp32) over retrieval order, within noise; the learned ranker
-//! adds 3.4 points on held-out SQuAD but lowered SciFact (README, "Retrieval quality").
+//! adds 3.4 points on held-out SQuAD but lowered SciFact (docs/benchmarks.md, "Retrieval quality").
 
 use std::path::PathBuf;
 use std::sync::Arc;

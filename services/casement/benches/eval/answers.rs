@@ -5,7 +5,7 @@
 //! - **short answers**: the share of answers with fewer than `top_k` windows at `top_k` 5
 //!   and 10, by the reason the answer gives (`short`);
 //! - **abstention**: a question's best `scores.relevance` against `min_relevance` 0.1 (the
-//!   README's recommendation; the default, 0, answers everything): the share of questions
+//!   recommendation of docs/query-api.md; the default, 0, answers everything): the share of questions
 //!   the index answers that keep a window, the share of questions it cannot answer that get
 //!   none, and the AUC of the best relevance between the two. In-domain: SQuAD's report
 //!   half (the relevance model is fitted on the tune half), SciFact's claims, and support
@@ -23,7 +23,7 @@ use crate::children::{Service, backfill_with};
 use crate::data::{Half, SciFact, Squad};
 use crate::variants::{Index, Variant};
 
-/// The threshold the README recommends for a bot that should say "I don't know".
+/// The threshold docs/query-api.md recommends for a bot that should say "I don't know".
 pub const THRESHOLD: f64 = 0.1;
 
 /// What one set of questions got from one index.
