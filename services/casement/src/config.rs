@@ -29,6 +29,8 @@ pub struct CasementConfig {
     /// set), the source positions (`sources.json`), the dead-letter file.
     pub data_dir: PathBuf,
     /// The HTTP API: search, documents, the webhook, `/metrics`, `/openapi.json`.
+    /// An IP address or a host name, with a port (`localhost:8080`).
+    #[serde(deserialize_with = "casement_config::listen::deserialize")]
     pub listen: SocketAddr,
     pub sources: SourcesConfig,
     pub events: DecodeConfig,

@@ -35,8 +35,9 @@ enum Command {
         /// Milliseconds between replayed events (to watch live updates).
         #[arg(long)]
         pace_ms: Option<u64>,
-        /// Address of the HTTP API (overrides `listen`).
-        #[arg(long)]
+        /// Address of the HTTP API, host:port (`127.0.0.1:8080`, `localhost:8080`,
+        /// `0.0.0.0:8080`); overrides `listen`.
+        #[arg(long, value_parser = casement_config::listen::parse)]
         listen: Option<SocketAddr>,
     },
     /// Index revision logs and folders of documents, print a summary, and exit.

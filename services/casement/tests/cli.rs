@@ -42,6 +42,38 @@ fn the_example_config_is_the_defaults() {
 }
 
 #[test]
+fn listen_takes_host_names() {
+    // In the configuration (here through the environment): resolved once, at start.
+    let output = casement()
+        .env("CASEMENT__LISTEN", "localhost:8181")
+        .arg("check-config")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("listen = \"127.0.0.1:8181\"")
+            || stdout.contains("listen = \"[::1]:8181\""),
+        "{stdout}"
+    );
+    // On the command line: a bad port is refused before anything starts, saying why.
+    let output = casement()
+        .args(["run", "--listen", "localhost:http"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("the port \"http\" is not a number"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn run_fails_at_start_on_bad_config() {
     let dir = tempfile::tempdir().unwrap();
     for (key, value, message) in [
@@ -60,7 +92,7 @@ fn run_fails_at_start_on_bad_config() {
         (
             "CASEMENT__LISTEN",
             "not-an-address",
-            "invalid socket address",
+            "expected host:port, e.g. 127.0.0.1:8080 or localhost:8080",
         ),
         (
             "CASEMENT__AUDIT__MAX_DELETE_SHARE",

@@ -133,6 +133,8 @@ impl KafkaConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
     /// `/healthz`, `/readyz` and `/metrics`.
+    /// An IP address or a host name, with a port (`localhost:8080`).
+    #[serde(deserialize_with = "casement_config::listen::deserialize")]
     pub listen: SocketAddr,
 }
 

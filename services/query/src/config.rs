@@ -17,6 +17,8 @@ pub const ENV_PREFIX: &str = "CASEMENT_QUERY";
 #[serde(default, deny_unknown_fields)]
 pub struct QueryConfig {
     /// Address the HTTP API (and `/metrics`, `/healthz`, `/readyz`) listens on.
+    /// An IP address or a host name, with a port (`localhost:8080`).
+    #[serde(deserialize_with = "casement_config::listen::deserialize")]
     pub listen: SocketAddr,
     pub auth: AuthConfig,
     pub limits: Limits,

@@ -6,6 +6,7 @@
 //! levels), e.g. `CASEMENT_INDEXER__TEXT__WINDOW_RADIUS=2`; values are parsed as TOML
 //! scalars (`2`, `true`, `"x"`), falling back to a plain string.
 
+pub mod listen;
 pub mod logging;
 
 mod secret;
