@@ -9,7 +9,14 @@ use clap::{Parser, Subcommand};
 /// Casement all-in-one: indexes a wiki's changes and answers searches over them, in one
 /// process with an embedded index (no Kafka, no Qdrant server).
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(about, version = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CASEMENT_COMMIT"),
+    ", built ",
+    env!("CASEMENT_BUILD_DATE"),
+    ")"
+))]
 struct Cli {
     /// TOML config file (defaults, then this file, then CASEMENT__* variables).
     #[arg(long, global = true, env = "CASEMENT_CONFIG")]

@@ -33,6 +33,32 @@ fn help_lists_the_commands() {
 }
 
 #[test]
+fn version_names_the_commit_and_build_date() {
+    let output = casement().arg("--version").output().expect("runs");
+    let version = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .expect("git");
+    // Cargo built the binary from this checkout for this test (again when HEAD moved).
+    let commit = String::from_utf8_lossy(&commit.stdout);
+    assert!(
+        version.starts_with(&format!(
+            "casement {} (commit {}",
+            env!("CARGO_PKG_VERSION"),
+            commit.trim()
+        )),
+        "{version} (HEAD {commit})"
+    );
+    let built = version.split("built ").nth(1).unwrap_or_default();
+    assert!(
+        built.len() >= 11 && built.as_bytes()[4] == b'-' && built.as_bytes()[7] == b'-',
+        "{version}"
+    );
+}
+
+#[test]
 fn the_example_config_is_the_defaults() {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/casement.example.toml");
@@ -60,6 +86,19 @@ fn listen_takes_host_names() {
             || stdout.contains("listen = \"[::1]:8181\""),
         "{stdout}"
     );
+    // One underscore is not read, and says so.
+    let output = casement()
+        .env("CASEMENT_LISTEN", "127.0.0.1:8282")
+        .arg("check-config")
+        .output()
+        .expect("runs");
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("CASEMENT_LISTEN is not read") && stderr.contains("CASEMENT__LISTEN"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("listen = \"127.0.0.1:8080\""));
     // On the command line: a bad port is refused before anything starts, saying why.
     let output = casement()
         .args(["run", "--listen", "localhost:http"])

@@ -51,8 +51,24 @@ pub trait Config: Serialize + DeserializeOwned + Default {
     fn resolve_defaults(&mut self) {}
 }
 
+/// `CASEMENT_LISTEN` or `CASEMENT_TEXT__WINDOW_RADIUS` for prefix `CASEMENT`: a variable
+/// that names one of the configuration's sections or keys after a single underscore; the
+/// name it should have.
+fn misspelt_setting(key: &str, prefix: &str, top_keys: &[String]) -> Option<String> {
+    let rest = key.strip_prefix(prefix)?.strip_prefix('_')?;
+    if rest.starts_with('_') {
+        return None;
+    }
+    let first = rest.split("__").next()?.to_ascii_lowercase();
+    top_keys
+        .iter()
+        .any(|k| *k == first)
+        .then(|| format!("{prefix}__{rest}"))
+}
+
 /// Loads `T`: defaults, then `file` (if any), then `env` pairs whose key starts with
-/// `prefix`. Pass `std::env::vars()` for `env`.
+/// `prefix`. Pass `std::env::vars()` for `env`. A variable that looks like a setting with
+/// one underscore too few (`CASEMENT_LISTEN`) is named in a warning on stderr.
 pub fn load<T: Config>(
     file: Option<&Path>,
     prefix: &str,
@@ -82,8 +98,15 @@ pub fn load<T: Config>(
         layers.push(format!("file {}", path.display()));
     }
     let env_prefix = format!("{prefix}__");
+    let top_keys: Vec<String> = merged.keys().cloned().collect();
     for (key, raw) in env {
         let Some(rest) = key.strip_prefix(&env_prefix) else {
+            if let Some(correct) = misspelt_setting(&key, prefix, &top_keys) {
+                // Not an error (the variable may be another program's), but never silent.
+                eprintln!(
+                    "warning: environment variable {key} is not read: a setting takes two underscores after {prefix}, as in {correct}"
+                );
+            }
             continue;
         };
         let path: Vec<String> = rest.split("__").map(str::to_ascii_lowercase).collect();
