@@ -61,8 +61,7 @@ fn misspelt_setting(key: &str, prefix: &str, top_keys: &[String]) -> Option<Stri
     }
     let first = rest.split("__").next()?.to_ascii_lowercase();
     top_keys
-        .iter()
-        .any(|k| *k == first)
+        .contains(&first)
         .then(|| format!("{prefix}__{rest}"))
 }
 
