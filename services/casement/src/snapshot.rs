@@ -296,10 +296,15 @@ fn lock_index(index: &Path) -> anyhow::Result<std::fs::File> {
         .write(true)
         .open(index.join(LOCK_FILE))?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
+        Ok(()) => {
+            casement_store::note_lock_holder(&file);
+            Ok(file)
+        }
         Err(std::fs::TryLockError::WouldBlock) => bail!(
-            "{} is in use by a running Casement: stop it before restoring",
-            index.display()
+            "{} is in use by a running Casement ({}): stop it before restoring",
+            index.display(),
+            casement_store::lock_holder(&index.join(LOCK_FILE))
+                .unwrap_or_else(|| "another process".into())
         ),
         Err(std::fs::TryLockError::Error(e)) => {
             Err(e).with_context(|| format!("locking {}", index.join(LOCK_FILE).display()))

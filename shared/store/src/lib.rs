@@ -36,7 +36,9 @@ pub use config::{
     Backend, Bm25Settings, EdgeSettings, MAX_INDEXED_METADATA, ServerSettings, StoreConfig,
 };
 pub use documents::IndexedDocument;
-pub use edge::{ClosedStore, EdgeStore, allocated_bytes, copy_sparse, copy_tree};
+pub use edge::{
+    ClosedStore, EdgeStore, allocated_bytes, copy_sparse, copy_tree, lock_holder, note_lock_holder,
+};
 pub use error::{Error, Result};
 pub use probe::StoreProbe;
 pub use server::{Aliases, ServerStore};

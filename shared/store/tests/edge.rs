@@ -206,6 +206,13 @@ fn a_data_directory_is_opened_by_one_store_at_a_time() {
     let first = EdgeStore::open(&config, DIMENSION).expect("opens");
     let error = EdgeStore::open(&config, DIMENSION).expect_err("a second open fails");
     assert!(error.to_string().contains("in use"), "{error}");
+    // It names the holder (here this test's own process).
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("held by process {} (", std::process::id())),
+        "{error}"
+    );
     drop(first);
     EdgeStore::open(&config, DIMENSION).expect("opens again after the first is dropped");
 }

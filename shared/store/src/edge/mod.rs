@@ -79,23 +79,61 @@ struct Inner {
     _lock: std::fs::File,
 }
 
+/// Writes this process's id into a lock file it has just locked, for [`lock_holder`].
+pub fn note_lock_holder(mut file: &std::fs::File) {
+    use std::io::Write;
+    // Best effort: the lock is what counts, the id only helps the one who meets it.
+    let _ = file
+        .set_len(0)
+        .and_then(|()| write!(file, "{}\n", std::process::id()))
+        .and_then(|()| file.flush());
+}
+
+/// Who holds a lock file, as its holder wrote it (`note_lock_holder`): "process 1234
+/// (casement)", with the program's name where `/proc` shows it.
+pub fn lock_holder(lock_file: &Path) -> Option<String> {
+    let pid: u32 = std::fs::read_to_string(lock_file)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let program = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|cmdline| {
+            let first = cmdline.split(|b| *b == 0).next()?.to_vec();
+            let first = String::from_utf8(first).ok()?;
+            Path::new(&first)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        });
+    Some(match program {
+        Some(program) => format!("process {pid} ({program})"),
+        None => format!("process {pid}"),
+    })
+}
+
 /// Takes the data directory's lock, or says who to blame.
 fn lock_directory(path: &Path) -> std::result::Result<std::fs::File, String> {
+    let lock_file = path.join("casement.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(path.join("casement.lock"))
+        .open(&lock_file)
         .map_err(|e| format!("creating the lock file: {e}"))?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(
-            "the data directory is in use (casement.lock is held by another open store, \
-             usually another process). An Edge store belongs to one process: run the \
-             indexer and the query service together in the all-in-one, or share a Qdrant \
-             server (store.backend = \"server\")"
-                .into(),
-        ),
+        Ok(()) => {
+            note_lock_holder(&file);
+            Ok(file)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "the data directory is in use (casement.lock is held by {}). An Edge store \
+             belongs to one process: stop that one, or run the indexer and the query \
+             service together in the all-in-one, or share a Qdrant server \
+             (store.backend = \"server\")",
+            lock_holder(&lock_file)
+                .unwrap_or_else(|| "another open store, usually another process".into())
+        )),
         Err(std::fs::TryLockError::Error(e)) => Err(format!("locking casement.lock: {e}")),
     }
 }
