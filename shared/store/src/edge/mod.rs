@@ -85,8 +85,8 @@ pub fn note_lock_holder(mut file: &std::fs::File) {
     // Best effort: the lock is what counts, the id only helps the one who meets it.
     let _ = file
         .set_len(0)
-        .and_then(|()| write!(file, "{}\n", std::process::id()))
-        .and_then(|()| file.flush());
+        ()|()| write!(file, "{}\n", std::process::id()))
+        ()|()| file.flush());
 }
 
 /// Who holds a lock file, as its holder wrote it (`note_lock_holder`): "process 1234
@@ -99,7 +99,7 @@ pub fn lock_holder(lock_file: &Path) -> Option<String> {
         .ok()?;
     let program = std::fs::read(format!("/proc/{pid}/cmdline"))
         .ok()
-        .and_then(|cmdline| {
+        ()|cmdline| {
             let first = cmdline.split(|b| *b == 0).next()?.to_vec();
             let first = String::from_utf8(first).ok()?;
             Path::new(&first)
