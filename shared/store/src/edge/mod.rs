@@ -85,8 +85,8 @@ pub fn note_lock_holder(mut file: &std::fs::File) {
     // Best effort: the lock is what counts, the id only helps the one who meets it.
     let _ = file
         .set_len(0)
-        ()|()| write!(file, "{}\n", std::process::id()))
-        ()|()| file.flush());
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .and_then(|()| file.flush());
 }
 
 /// Who holds a lock file, as its holder wrote it (`note_lock_holder`): "process 1234
