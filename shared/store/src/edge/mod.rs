@@ -99,7 +99,7 @@ pub fn lock_holder(lock_file: &Path) -> Option<String> {
         .ok()?;
     let program = std::fs::read(format!("/proc/{pid}/cmdline"))
         .ok()
-        ()|cmdline| {
+        .and_then(|cmdline| {
             let first = cmdline.split(|b| *b == 0).next()?.to_vec();
             let first = String::from_utf8(first).ok()?;
             Path::new(&first)
