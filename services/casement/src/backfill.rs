@@ -94,14 +94,18 @@ pub async fn backfill(config: CasementConfig, paths: Vec<PathBuf>) -> anyhow::Re
     let stats = casement_store::Store::stats(&engine.store()).await?;
     let seconds = started.elapsed().as_secs_f64();
     let embedded = engine.sentences(Decision::Embedded);
+    let rejected = engine.events("dead_lettered");
     println!(
-        "backfill: {} events ({} applied, {} deleted, {} stale, {} rejected, see {}) in {seconds:.1} s",
+        "backfill: {} events ({} applied, {} deleted, {} stale, {rejected} rejected{}) in {seconds:.1} s",
         total + documents,
         engine.events("applied"),
         engine.events("deleted"),
         engine.events("stale"),
-        engine.events("dead_lettered"),
-        engine.dead_letters.path().display(),
+        if rejected > 0 {
+            format!(", see {}", engine.dead_letters.path().display())
+        } else {
+            String::new()
+        },
     );
     println!(
         "index: {} documents, {} sentences; {embedded} sentences embedded ({:.0} sentences/s), {} reused from the cache",

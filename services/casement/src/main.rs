@@ -47,10 +47,19 @@ enum Command {
         #[arg(long, value_parser = casement_config::listen::parse)]
         listen: Option<SocketAddr>,
     },
-    /// Index revision logs and folders of documents, print a summary, and exit.
+    /// Index revision logs and folders of documents, print a summary, and exit. Logs only
+    /// warnings unless `log.filter` is set: a progress line and the summary say the rest.
     Backfill {
+        /// Revision logs (.jsonl, .jsonl.gz) to replay, and folders whose Markdown, HTML,
+        /// text and wikitext files are indexed as documents (id: the path in the folder
+        /// without its extension; the folder's revision logs are replayed too).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Put before each document id of a folder (overrides
+        /// `sources.watch.doc_id_prefix`), e.g. `handbook:` so that documents of several
+        /// folders do not collide.
+        #[arg(long)]
+        doc_id_prefix: Option<String>,
     },
     /// Load and validate the configuration, print it as TOML, and exit.
     CheckConfig,
@@ -410,7 +419,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 casement_service::stop_signal(),
             ))
         }
-        Command::Backfill { paths } => {
+        Command::Backfill {
+            paths,
+            doc_id_prefix,
+        } => {
+            if let Some(prefix) = doc_id_prefix {
+                config.sources.watch.doc_id_prefix = prefix;
+            }
+            // A batch command: its progress line and summary say what the per-document
+            // info lines would, so those are off unless the operator set a filter.
+            if config.log.filter == CasementConfig::default().log.filter {
+                config.log.filter = "warn".into();
+            }
             casement_config::logging::init(&config.log).map_err(anyhow::Error::msg)?;
             casement_service::runtime()?.block_on(casement::backfill::backfill(config, paths))
         }

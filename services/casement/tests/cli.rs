@@ -222,6 +222,7 @@ fn backfill_indexes_and_summarises() {
         .arg("--data-dir")
         .arg(dir.path().join("data"))
         .arg("backfill")
+        .args(["--doc-id-prefix", "mine:"])
         .arg(&docs)
         .arg(&log)
         .output()
@@ -231,6 +232,14 @@ fn backfill_indexes_and_summarises() {
     assert!(output.status.success(), "{stdout}\n{stderr}");
     // 56 revisions of the sample + 2 documents; the sample ends with 4 live pages.
     assert!(stdout.contains("backfill: 58 events"), "{stdout}");
+    // No letter was written, so no dead-letter file is named; no per-document log lines.
+    assert!(stdout.contains("0 rejected) in "), "{stdout}");
+    assert!(
+        !stdout.contains("dead-letters") && !stderr.contains("dead-letters"),
+        "{stdout}{stderr}"
+    );
+    assert!(!stderr.contains(" INFO "), "{stderr}");
+    assert!(stderr.contains("events ("), "a progress line: {stderr}");
     assert!(stdout.contains("index: 6 documents"), "{stdout}");
     assert!(stdout.contains("sentences/s"), "{stdout}");
     // The summary's counts are the index's.
@@ -266,11 +275,24 @@ fn backfill_indexes_and_summarises() {
     assert_eq!(compact(), 0.0);
     let mut store_config = casement_store::StoreConfig::default();
     store_config.edge.path = dir.path().join("data/index");
-    let stats = tokio::runtime::Runtime::new().unwrap().block_on(async {
+    let (stats, documents) = tokio::runtime::Runtime::new().unwrap().block_on(async {
         let store = casement_store::EdgeStore::open(&store_config, 384).unwrap();
-        casement_store::Store::stats(&store).await.unwrap()
+        (
+            casement_store::Store::stats(&store).await.unwrap(),
+            casement_store::Store::documents(&store).await.unwrap(),
+        )
     });
     assert_eq!((stats.documents, stats.points), (6, sentences), "{stdout}");
+    // The folder's documents carry the prefix asked for; the log's keep their own ids.
+    let ids: Vec<&str> = documents.iter().map(|d| d.doc_id.as_str()).collect();
+    assert!(
+        ids.contains(&"mine:a") && ids.contains(&"mine:b"),
+        "{ids:?}"
+    );
+    assert!(
+        ids.iter().any(|id| id.starts_with("18f-handbook:")),
+        "{ids:?}"
+    );
 
     let output = casement()
         .arg("--data-dir")
