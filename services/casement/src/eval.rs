@@ -55,10 +55,18 @@ pub async fn eval(args: &EvalArgs) -> anyhow::Result<Report> {
             request = request.bearer_auth(key);
         }
         let name = case.name();
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("case {name}: POST {endpoint}"))?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            // Nothing answers there: the service, not the case, is what is wrong.
+            Err(error) if error.is_connect() => bail!(
+                "cannot reach the service at {}: {error:#} (is `casement run` up? --url or \
+                 the config's `listen` name where it listens)",
+                args.url
+            ),
+            Err(error) => {
+                return Err(error).with_context(|| format!("case {name}: POST {endpoint}"));
+            }
+        };
         let status = response.status();
         let text = response
             .text()

@@ -360,7 +360,27 @@ fn eval_that_cannot_run_exits_2() {
         .expect("runs");
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("case line 1: POST"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the service at http://127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+    // Without --url it asks where the configuration's `listen` says.
+    let output = casement()
+        .env("CASEMENT__LISTEN", format!("localhost:{port}"))
+        .arg("eval")
+        .arg(&golden)
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the service at http://127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
 }
 
 /// `casement show` prints what a real page becomes: Liquid tags gone, the checklist
