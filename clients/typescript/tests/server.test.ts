@@ -48,7 +48,7 @@ test("windows carry exact citation ranges; document() of a hit reports its revis
   const request: SearchRequest = { query: golden.query, top_k: 3, timings: true };
   const answer: SearchResponse = await client.search(request);
   assert.ok(answer.timings_ms && answer.timings_ms.total >= 0);
-  assert.equal(answer.reranker, null);
+  assert.equal(answer.reranker, "learned:shipped", "the learned ranker orders answers by default");
   assert.ok(answer.windows.length > 0 && answer.windows.length <= 3);
   for (const window of answer.windows) {
     assert.ok(window.title && window.revision >= 1 && window.tokens > 0);

@@ -192,6 +192,10 @@ struct Tally {
     with_markup: usize,
     list_hits: usize,
     lead_missing: usize,
+    /// Hits on a list item whose whole list (lead-in to last item) fits in the cap, and
+    /// those whose window holds it all: a "steps" answer with its lead-in and last step.
+    whole_list_hits: usize,
+    whole_list_kept: usize,
     resolvable: usize,
     resolved: usize,
     shown: usize,
@@ -340,6 +344,22 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                 let holds = record
                     .and_then(|r| r.cite.window_sentences)
                     .is_some_and(|[s, e]| (s as usize) <= lead && lead < e as usize);
+                // The whole list: lead-in through last item, where that fits in the cap.
+                let last = (i..section.units.len())
+                    .filter(|&j| section.units[j].group == Some(group))
+                    .last()
+                    .unwrap_or(i);
+                let whole = &segmented.text
+                    [section.sentences[lead].start..section.sentences[last].end];
+                if casement_text::estimate_tokens(whole) <= config.window_max_tokens {
+                    tally.whole_list_hits += 1;
+                    if record
+                        .and_then(|r| r.cite.window_sentences)
+                        .is_some_and(|[s, e]| (s as usize) <= lead && last < e as usize)
+                    {
+                        tally.whole_list_kept += 1;
+                    }
+                }
                 if !holds {
                     tally.lead_missing += 1;
                     if std::env::var("SHOW_LEADS").is_ok() {
@@ -380,8 +400,10 @@ fn main() {
         ("Wikipedia wikitext", wiki),
         ("HTML/Hugo/MDX pages", other),
     ];
-    println!("| corpus | pages | windows | markup share | lead-in missing | citations resolve |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| corpus | pages | windows | markup share | lead-in missing | whole list (lead-in to last item) | citations resolve |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut rows = Vec::new();
     let mut report = Vec::new();
     for (name, pages) in &corpora {
@@ -394,14 +416,17 @@ fn main() {
             "markup_share": share(t.with_markup, t.windows),
             "lead_in_missing_share": share(t.lead_missing, t.list_hits),
             "list_hits": t.list_hits,
+            "whole_list_share": share(t.whole_list_kept, t.whole_list_hits),
+            "whole_list_hits": t.whole_list_hits,
             "citations_resolve_share": share(t.resolved, t.resolvable),
         }));
         rows.push(format!(
-            "| {name} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} |",
             t.pages,
             t.windows,
             percent(t.with_markup, t.windows),
             percent(t.lead_missing, t.list_hits),
+            percent(t.whole_list_kept, t.whole_list_hits),
             percent(t.resolved, t.resolvable),
         ));
     }

@@ -241,9 +241,9 @@ pub fn print_table(asked: &BTreeMap<&'static str, Asked>) -> Value {
     };
     println!();
     println!(
-        "| corpus | markup in windows | list hits without lead-in | citations resolve | short at top_k 5 | short at 10 | answered at {THRESHOLD} | abstained at {THRESHOLD} | relevance AUC |"
+        "| corpus | markup in windows | list hits without lead-in | whole list kept | citations resolve | short at top_k 5 | short at 10 | answered at {THRESHOLD} | abstained at {THRESHOLD} | relevance AUC |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let rows: [(&str, &str, Option<&str>); 5] = [
         ("18F Handbook", "18F handbook", Some("handbook")),
         ("Wikipedia wikitext", "Wikipedia wikitext", None),
@@ -253,21 +253,23 @@ pub fn print_table(asked: &BTreeMap<&'static str, Asked>) -> Value {
     ];
     for (name, corpus, key) in rows {
         let a = key.and_then(|k| asked.get(k));
-        let (markup, lead, cite) = if corpus.is_empty() {
-            (None, None, None)
+        let (markup, lead, whole, cite) = if corpus.is_empty() {
+            (None, None, None, None)
         } else {
             (
                 fid(corpus, "markup_share"),
                 fid(corpus, "lead_in_missing_share"),
+                fid(corpus, "whole_list_share"),
                 fid(corpus, "citations_resolve_share"),
             )
         };
         let j = a.map(Asked::json);
         let f = |k: &str| j.as_ref().and_then(|j| j[k].as_f64());
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             pct(markup),
             pct(lead),
+            pct(whole),
             pct(cite),
             pct(a.and_then(|a| a.short_share(5))),
             pct(a.and_then(|a| a.short_share(10))),

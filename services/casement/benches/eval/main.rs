@@ -229,7 +229,8 @@ async fn run() {
     print_table(&rows);
     // The rule for a ranker as the default (issue 37): the paired bootstrap 95% interval of
     // its SciFact nDCG@10 minus retrieval order's, over the 300 claims, must not lie wholly
-    // below 0 (and its SQuAD figures must not be worse).
+    // below 0 (and its SQuAD figures must not be worse). The shipped default (`defaults`,
+    // the learned ranker since issue 37) against `retrieval` (rerank off).
     let per_claim = |name: &str| {
         rows.iter()
             .find(|r| r.name == name)
@@ -237,11 +238,11 @@ async fn run() {
             .map(|s| s.per_claim.clone())
     };
     let mut rules = serde_json::Map::new();
-    if let (Some(base), Some(ranked)) = (per_claim("defaults"), per_claim("learned")) {
+    if let (Some(base), Some(ranked)) = (per_claim("retrieval"), per_claim("defaults")) {
         let (mean, low, high) = score::paired_bootstrap(&base, &ranked, 10_000);
         let passes = high >= 0.0;
         println!(
-            "SciFact nDCG@10, learned ranker − retrieval order: {mean:+.4}, 95% paired bootstrap interval [{low:+.4}, {high:+.4}] over {} claims: {}",
+            "SciFact nDCG@10, as shipped (learned ranker) − retrieval order: {mean:+.4}, 95% paired bootstrap interval [{low:+.4}, {high:+.4}] over {} claims: {}",
             base.len(),
             if passes {
                 "not wholly below 0 (passes the rule)"
@@ -250,7 +251,7 @@ async fn run() {
             }
         );
         rules.insert(
-            "learned".to_owned(),
+            "defaults_vs_retrieval".to_owned(),
             json!({"mean": mean, "low": low, "high": high, "passes": passes}),
         );
     }

@@ -72,10 +72,10 @@ pub fn variants() -> Vec<Variant> {
             budgets: true,
         },
         Variant {
-            name: "learned",
-            what: "learned ranker (rerank asked)",
+            name: "retrieval",
+            what: "retrieval order (rerank off)",
             index: Index::Shipped,
-            env: vec![("CASEMENT_QUERY__RERANK__BY_DEFAULT", "true")],
+            env: vec![("CASEMENT_QUERY__RERANK__BY_DEFAULT", "false")],
             radius: None,
             halves: &[Half::Tune, Half::Report],
             budgets: false,
