@@ -111,7 +111,7 @@ fn a_broken_config_fails_at_start_with_its_reason() {
         (
             "CASEMENT_INDEXER__ADMIN__LISTEN",
             "nowhere",
-            "invalid socket address",
+            "expected host:port",
         ),
     ] {
         let output = indexer().env(key, value).arg("run").output().expect("runs");

@@ -29,7 +29,7 @@ fn help_works_and_bad_config_fails_at_start() {
         .expect("runs");
     assert!(!output.status.success());
     assert!(
-        String::from_utf8_lossy(&output.stderr).contains("invalid socket address"),
+        String::from_utf8_lossy(&output.stderr).contains("expected host:port"),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
