@@ -463,11 +463,26 @@ async fn what_a_bot_reads_from_a_real_page() {
         assert_eq!(windows(&body).len(), top_k, "{body}");
         assert!(body.get("short").is_none(), "{body}");
     }
-    // More than the token budget holds: cut, and said.
+    // More than the server's cap (search.token_budget) holds whole: all 40 still come back,
+    // within the cap, the later ones narrowed around their best match.
     let (_, body) = post(
         base,
         None,
         json!({"query": "When did the Normans conquer England?", "top_k": 40}),
+    )
+    .await;
+    assert_eq!(windows(&body).len(), 40, "{body}");
+    let tokens: u64 = windows(&body)
+        .iter()
+        .map(|w| w["tokens"].as_u64().unwrap())
+        .sum();
+    assert!(tokens <= 4_000, "{tokens}");
+    assert!(body.get("short").is_none(), "{body}");
+    // More than a request's own budget holds even narrowed: cut, and said.
+    let (_, body) = post(
+        base,
+        None,
+        json!({"query": "When did the Normans conquer England?", "top_k": 40, "token_budget": 300}),
     )
     .await;
     assert!(windows(&body).len() < 40);

@@ -349,8 +349,8 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                     .filter(|&j| section.units[j].group == Some(group))
                     .last()
                     .unwrap_or(i);
-                let whole = &segmented.text
-                    [section.sentences[lead].start..section.sentences[last].end];
+                let whole =
+                    &segmented.text[section.sentences[lead].start..section.sentences[last].end];
                 if casement_text::estimate_tokens(whole) <= config.window_max_tokens {
                     tally.whole_list_hits += 1;
                     if record
