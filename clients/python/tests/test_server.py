@@ -59,6 +59,7 @@ def test_search_windows_carry_exact_citation_ranges(client: Client) -> None:
     case = GOLDEN[0]
     answer = client.search(case.query, top_k=3, timings=True)
     assert answer.timings_ms is not None and "total" in answer.timings_ms
+    assert answer.reranker == "learned:shipped"
     indexed = client.document(case.doc_id)
     for window in answer.windows:
         assert window.title and window.revision >= 1 and window.tokens > 0
@@ -68,7 +69,8 @@ def test_search_windows_carry_exact_citation_ranges(client: Client) -> None:
             offset = match.char_start - window.char_start
             assert window.text[offset : offset + len(match.sentence)] == match.sentence
             assert window.char_start <= match.char_start < match.char_end <= window.char_end
-        assert window.score == window.scores.fused and window.scores.rerank is None
+        # Reranked by default (the learned ranker): the rank score is the rerank score.
+        assert window.scores.rerank is not None and window.score == window.scores.rerank
         assert window.doc_id in window.citation and f"revision {window.revision}" in window.citation
     top = answer.windows[0]
     assert top.revision == indexed.revision
