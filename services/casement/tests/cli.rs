@@ -50,7 +50,10 @@ fn version_names_the_commit_and_build_date() {
         .args(["merge-base", "--is-ancestor", &commit, "HEAD"])
         .status()
         .expect("git");
-    assert!(ancestor.success(), "{commit} is not in this checkout's history");
+    assert!(
+        ancestor.success(),
+        "{commit} is not in this checkout's history"
+    );
     let built = version.split("built ").nth(1).unwrap_or_default();
     assert!(
         built.len() >= 11 && built.as_bytes()[4] == b'-' && built.as_bytes()[7] == b'-',
