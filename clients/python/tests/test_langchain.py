@@ -23,7 +23,8 @@ def test_langchain_retriever_returns_documents_of_the_golden_document(casement_u
     assert any(d.metadata["doc_id"] == case.doc_id and normalized(case.text) in normalized(d.page_content) for d in docs)
     assert top.metadata["title"] == "Changing your name"
     assert top.metadata["char_end"] - top.metadata["char_start"] == len(top.page_content)
-    assert top.metadata["score"] == top.metadata["fused_score"] > 0
+    # Reranked by default: the rank score is the learned ranker's, the fused one is kept.
+    assert top.metadata["score"] == top.metadata["rerank_score"] and top.metadata["fused_score"] > 0
     assert top.metadata["revision"] >= 15 and top.metadata["matches"]
     assert top.metadata["source"] == top.metadata["url"]
     assert case.doc_id in top.metadata["citation"]
