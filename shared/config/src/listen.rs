@@ -44,6 +44,7 @@ pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SocketA
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

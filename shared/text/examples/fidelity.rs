@@ -346,8 +346,7 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
                     .is_some_and(|[s, e]| (s as usize) <= lead && lead < e as usize);
                 // The whole list: lead-in through last item, where that fits in the cap.
                 let last = (i..section.units.len())
-                    .filter(|&j| section.units[j].group == Some(group))
-                    .last()
+                    .rfind(|&j| section.units[j].group == Some(group))
                     .unwrap_or(i);
                 let whole =
                     &segmented.text[section.sentences[lead].start..section.sentences[last].end];
