@@ -46,8 +46,9 @@ fn main() {
     // exist would make Cargo run this every time).
     println!("cargo:rerun-if-changed=build.rs");
     let head = git(&["rev-parse", "--git-path", "HEAD"]);
-    let refs = git(&["rev-parse", "--git-common-dir"]).map(|d| format!("{d}/refs/heads"));
-    let packed = git(&["rev-parse", "--git-common-dir"]).map(|d| format!("{d}/packed-refs"));
+    let common = git(&["rev-parse", "--git-common-dir"]);
+    let refs = common.as_ref().map(|d| format!("{d}/refs/heads"));
+    let packed = common.map(|d| format!("{d}/packed-refs"));
     for path in [head, refs, packed].into_iter().flatten() {
         if std::path::Path::new(&path).exists() {
             println!("cargo:rerun-if-changed={path}");

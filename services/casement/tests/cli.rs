@@ -355,35 +355,32 @@ fn eval_that_cannot_run_exits_2() {
         .local_addr()
         .unwrap()
         .port(); // Bound and released: nothing listens there now.
-    let output = casement()
-        .arg("eval")
-        .arg(&golden)
-        .args(["--url", &format!("http://127.0.0.1:{port}")])
-        .output()
-        .expect("runs");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(&format!(
-            "cannot reach the service at http://127.0.0.1:{port}"
-        )),
-        "{stderr}"
-    );
-    // Without --url it asks where the configuration's `listen` says.
-    let output = casement()
-        .env("CASEMENT__LISTEN", format!("localhost:{port}"))
-        .arg("eval")
-        .arg(&golden)
-        .output()
-        .expect("runs");
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(&format!(
-            "cannot reach the service at http://127.0.0.1:{port}"
-        )),
-        "{stderr}"
-    );
+    // Asked with --url, and without it where the configuration's `listen` says (a host
+    // name, resolved): either way the service, not a case, is named.
+    let with_url = ["--url".to_owned(), format!("http://127.0.0.1:{port}")];
+    for (listen, url_args) in [
+        (None, &with_url[..]),
+        (Some(format!("localhost:{port}")), &[][..]),
+    ] {
+        let mut command = casement();
+        if let Some(listen) = listen {
+            command.env("CASEMENT__LISTEN", listen);
+        }
+        let output = command
+            .arg("eval")
+            .arg(&golden)
+            .args(url_args)
+            .output()
+            .expect("runs");
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "cannot reach the service at http://127.0.0.1:{port}"
+            )),
+            "{stderr}"
+        );
+    }
 }
 
 /// `casement show` prints what a real page becomes: Liquid tags gone, the checklist
