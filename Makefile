@@ -167,12 +167,12 @@ train-ranker: models
 ## A longer schemathesis run than the test suite's (1,000 examples per operation).
 ## Coverage-guided fuzzing (cargo-fuzz, nightly; not part of `make test`): the extractors
 ## and segmenter, the event decoders, the differ, FUZZ_SECONDS (600) each. A crash is kept
-## in fuzz/regressions/<target>/, which `make test` replays (shared/events/tests/fuzz_regressions.rs).
+## in fuzz/regressions/<target>/, which `make test` replays (shared/events/tests/it/fuzz_regressions.rs).
 fuzz:
 	fuzz/run.sh
 
 fuzz-query: models tools
-	SCHEMATHESIS_MAX_EXAMPLES=1000 $(CARGO) test --locked -p casement-query --test fuzz -- --nocapture
+	SCHEMATHESIS_MAX_EXAMPLES=1000 $(CARGO) test --locked -p casement-query --test it -- fuzz:: --nocapture
 
 ## Kill-and-restart soak (issues 19 and 22; not in `make test`; needs ../shared/data): the
 ## all-in-one, then the Kafka indexer (librdkafka's mock cluster), each replay the 18F
@@ -183,10 +183,11 @@ fuzz-query: models tools
 ## SOAK_SYNTHETIC, SOAK_LOG; SOAK_CLEAN=1 adds a clean run compared record by record.
 SOAK_HISTORY ?= $(CURDIR)/../shared/data/revisions/18f-handbook/all.jsonl.gz
 soak: models
-	$(CARGO) test --locked -p casement --test soak -- --ignored --nocapture
+	$(CARGO) build --locked -p casement
+	$(CARGO) test --locked -p casement-e2e --test e2e -- soak:: --ignored --nocapture
 	SOAK_KILLS=$${SOAK_KILLS:-20} SOAK_SYNTHETIC=$${SOAK_SYNTHETIC:-1500} SOAK_PARTITIONS=12 \
 	SOAK_LOG=$${SOAK_LOG:-$(SOAK_HISTORY)} \
-	$(CARGO) test --locked --workspace --test restart -- --nocapture
+	$(CARGO) test --locked -p casement-indexer --test it -- restart:: --nocapture
 
 fmt:
 	$(CARGO) fmt --all

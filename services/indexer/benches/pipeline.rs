@@ -14,7 +14,7 @@
 //! Prints the table and writes `target/bench/pipeline.json`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use std::collections::HashMap;

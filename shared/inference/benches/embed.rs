@@ -3,7 +3,7 @@
 //! same model files, sentences, threads and batch sizes (`deploy/models/bench_python.py`, run
 //! in the same invocation). Prints a table; writes `target/bench/embed.json`.
 
-#[path = "../tests/support/plumbing.rs"]
+#[path = "../tests/it/support/plumbing.rs"]
 mod plumbing;
 
 use std::path::PathBuf;

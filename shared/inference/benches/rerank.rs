@@ -4,7 +4,7 @@
 //! rescoring throughput (query-window pairs per second, windows of ~150 words).
 //! Writes `target/bench/rerank.json`.
 
-#[path = "../tests/support/squad.rs"]
+#[path = "../tests/it/support/squad.rs"]
 mod squad;
 
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! - [`ServerStore`]: a Qdrant server or cluster through `qdrant-client` (gRPC).
 //!
 //! Both create the same schema (see [`schema`]), compute the same BM25 sparse vectors
-//! ([`bm25`]) and pass the same contract suite (`tests/contract/mod.rs`).
+//! ([`bm25`]) and pass the same contract suite (`tests/it/contract/mod.rs`).
 //!
 //! The index itself is the state (DESIGN.md): the differ plans from [`Store::records`], and
 //! [`Store::apply`] writes a plan in its operation order (upserts, payload updates,

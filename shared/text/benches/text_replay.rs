@@ -11,7 +11,7 @@
 //! Tokens are counted with the same estimator for all schemes (`casement_text::tokens`).
 //! Also measures segment + diff throughput. Writes `target/bench/text.json`.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/it/common/mod.rs"]
 mod common;
 
 use std::collections::HashMap;

@@ -13,7 +13,7 @@
 //! - a sentence whose embedding input is unchanged is never in `ChangePlan::embed`;
 //! - applying the plans of a revision sequence one by one gives the records that indexing
 //!   only the last revision gives, also when a plan is applied twice or cut off and planned
-//!   again (see `tests/properties.rs` and `tests/replay_18f.rs`).
+//!   again (see `tests/it/properties.rs` and `tests/it/replay_18f.rs`).
 
 pub mod config;
 pub mod differ;

@@ -21,7 +21,7 @@
 //! `BACKFILL_RAW_SAMPLE` (default 4,000) sizes the raw sample.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../tests/support/mod.rs"]
+#[path = "../../tests/it/support/mod.rs"]
 mod support;
 
 mod children;

@@ -1,5 +1,5 @@
 //! Merge of sentence windows (DESIGN.md "Query", invariant 6). Pure functions, so that the
-//! rules are tested on their own (`tests/merge.rs` has the property tests):
+//! rules are tested on their own (`tests/it/merge.rs` has the property tests):
 //!
 //! 1. [`merge_overlapping`]: windows of the same document section whose sentence ranges
 //!    overlap or touch become one window covering their union, with every matched sentence

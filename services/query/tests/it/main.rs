@@ -1,0 +1,13 @@
+//! casement-query's integration tests: one binary, a module per concern.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod cli;
+mod fuzz;
+mod http;
+mod merge;
+mod metadata;
+mod request_ids;
+mod requests;
+mod revisions;
+mod support;

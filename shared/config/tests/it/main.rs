@@ -1,0 +1,5 @@
+//! casement-config's integration tests: one binary, a module per concern.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod layers;

@@ -1,0 +1,6 @@
+//! casement-events' integration tests: one binary, a module per concern.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod fuzz_regressions;
+mod samples;

@@ -1,0 +1,5 @@
+//! Helpers shared by the test modules.
+
+pub mod plumbing;
+pub mod squad;
+pub mod stub_http;
