@@ -65,7 +65,7 @@ impl Drop for Tmpfs {
 }
 
 fn sample_log() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../sample/18f-handbook/revisions.jsonl")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sample/18f-handbook/revisions.jsonl")
 }
 
 #[test]

@@ -27,9 +27,7 @@ fn prometheus_dir() -> PathBuf {
 }
 
 fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
 
 struct KillOnDrop(std::process::Child);
