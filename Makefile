@@ -1,14 +1,20 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test check-doc-links models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk bench-watch eval train-ranker fuzz-query fuzz soak fmt
+.PHONY: run dry-run test provision-test check-doc-links models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk bench-watch eval train-ranker fuzz-query fuzz soak fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
 ## (in the banner), answers a sample question, then serves the API and applies later edits
 ## live until Ctrl-C. Data in ./casement-data.
+## The models are fetched (network) while the binary builds (CPU): a first run waits for the
+## longer of the two, not their sum.
 run:
-	@start=$$(date +%s); $(MAKE) --no-print-directory models && \
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory models & models=$$!; \
+	$(CARGO) build --release --locked -p casement; built=$$?; \
+	wait $$models || { echo "make run: provisioning the models failed (see above)" >&2; exit 1; }; \
+	[ $$built = 0 ] || exit $$built; \
 	CASEMENT_STARTED_AT=$$start $(CARGO) run --release --locked -p casement -- run $(ARGS)
 
 ## What the indexer would embed and write for each event of a revision log (no model, no
@@ -44,17 +50,36 @@ dist:
 check-doc-links:
 	python3 deploy/check-doc-links.py
 
-## The documentation's links, formatting check, clippy with warnings denied, the deploy/
-## validation, every test of the workspace, then the Python and TypeScript clients' tests
-## against the all-in-one those tests built. No incremental compilation: a cold CI build
-## gains nothing from it, and its caches (over 1 GiB here) once filled a CI disk.
+## The documentation's links, the formatting check, then one build of every target (tests,
+## benches, examples) with clippy's lints and warnings denied, while `provision-test` fetches
+## the models and tools and validates deploy/ beside it; then every test of the workspace and
+## the Python and TypeScript clients' tests against the all-in-one that build made.
+##
+## Clippy runs inside the test build (clippy-driver as the workspace's rustc wrapper, which
+## is what `cargo clippy` does for a check build): a separate `cargo clippy` re-checked every
+## dependency, 11 of a cold CI's minutes. No incremental compilation: a cold CI build gains
+## nothing from it, and its caches (over 1 GiB here) once filled a CI disk.
+CLIPPY_DRIVER ?= clippy-driver
 test: export CARGO_INCREMENTAL = 0
-test: check-doc-links models tools check-deploy
+test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
+test: export CLIPPY_ARGS = -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+test: check-doc-links
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	@mkdir -p target; \
+	$(MAKE) --no-print-directory provision-test > target/provision-test.log 2>&1 & provision=$$!; \
+	$(CARGO) test --workspace --all-targets --locked --no-run; built=$$?; \
+	wait $$provision; provisioned=$$?; sed 's/^/[provision-test] /' target/provision-test.log; \
+	[ $$provisioned = 0 ] || { echo "make test: provision-test failed (see above)" >&2; exit 1; }; \
+	exit $$built
 	$(CARGO) test --workspace --locked
 	clients/python/run-tests.sh
 	clients/typescript/run-tests.sh
+
+## What `make test` needs besides the build: models, test tools, the clients' pinned
+## toolchains, and the deploy/ validation (network and disk, little CPU).
+provision-test: models tools check-deploy
+	clients/python/run-tests.sh --provision-only
+	clients/typescript/run-tests.sh --provision-only
 
 ## The Python client (clients/python): mypy --strict, then its tests against a real
 ## `casement run` (target/debug/casement), in a pinned virtualenv under
@@ -186,6 +211,7 @@ soak: models
 	$(CARGO) build --locked -p casement
 	$(CARGO) test --locked -p casement-e2e --test e2e -- soak:: --ignored --nocapture
 	SOAK_KILLS=$${SOAK_KILLS:-20} SOAK_SYNTHETIC=$${SOAK_SYNTHETIC:-1500} SOAK_PARTITIONS=12 \
+	SOAK_COMPACT_MIB=$${SOAK_COMPACT_MIB:-16} SOAK_INDEX_AFTER=$${SOAK_INDEX_AFTER:-3000} \
 	SOAK_LOG=$${SOAK_LOG:-$(SOAK_HISTORY)} \
 	$(CARGO) test --locked -p casement-indexer --test it -- restart:: --nocapture
 

@@ -7,7 +7,8 @@
 # the exact versions of requirements-test.txt and this package installed editable with its
 # [langchain] and [llamaindex] extras. It is made again only when the pins, pyproject.toml
 # or this checkout's path change (a marker holds their hash), so a second run goes straight
-# to the checks. Arguments go to pytest (e.g. `-k retries -x`).
+# to the checks. Arguments go to pytest (e.g. `-k retries -x`); `--provision-only` makes the
+# virtualenv and stops (`make test` runs it beside the build).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,6 +37,7 @@ else
   echo "$want" > "$MARKER"
 fi
 
+[[ "${1:-}" != --provision-only ]] || exit 0
 cd "$HERE"
 # Caches stay out of the checkout.
 export MYPY_CACHE_DIR="$VENV/mypy-cache"

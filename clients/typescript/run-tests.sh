@@ -7,6 +7,8 @@
 #      and fail if they differ from src/schema.ts (`--regenerate` writes them instead);
 #   3. tsc, strict, over src/, tests/ and examples/ (and the package build, src/ alone, no Node types);
 #   4. node's test runner over the compiled tests, against that server and scripted ones.
+# `--provision-only` installs node and the pinned tools and stops (`make test` runs it beside
+# the build).
 #
 # The pinned devDependencies (package-lock.json) are installed with `npm ci` into
 # ${CASEMENT_TOOLS_DIR:-~/.cache/casement/tools}/typescript-client, outside the checkout,
@@ -30,10 +32,12 @@ log() { echo "[typescript-client] $*"; }
 fail() { echo "[typescript-client] error: $*" >&2; exit 1; }
 
 regenerate=0
+provision_only=0
 node_args=()
 for arg in "$@"; do
   case "$arg" in
     --regenerate) regenerate=1 ;;
+    --provision-only) provision_only=1 ;;
     *) node_args+=("$arg") ;;
   esac
 done
@@ -64,6 +68,7 @@ else
   (cd "$TOOLS" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   echo "$want" > "$MARKER"
 fi
+[[ "$provision_only" == 0 ]] || exit 0
 TSC="$TOOLS/node_modules/.bin/tsc"
 OPENAPI_TS="$TOOLS/node_modules/.bin/openapi-typescript"
 TYPE_ROOTS="$TOOLS/node_modules/@types"

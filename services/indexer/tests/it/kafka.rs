@@ -72,7 +72,7 @@ async fn the_18f_sample_stream_ends_equal_to_a_rebuild_with_offsets_committed_to
     assert_eq!(count("deleted"), 25);
     assert_eq!((count("stale"), count("dead_lettered")), (0, 0));
     let events = read_log(&sample);
-    support::assert_equals_rebuild(&store, &events, 1).await;
+    support::assert_equals_rebuild(&store, &events, 5).await;
     let embedded = metrics.sentences.with_label_values(&["embedded"]).get();
     let stats = store.stats().await.unwrap();
     println!(
