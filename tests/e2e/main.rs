@@ -17,3 +17,18 @@ mod audit;
 mod migrate;
 mod run;
 mod soak;
+
+/// The harness's staleness check reads Cargo's dep-info: paths split on unescaped spaces.
+#[test]
+fn dep_info_paths_split_on_unescaped_spaces() {
+    let paths = support::dep_info_paths(
+        "/t/debug/casement: /r/src/main.rs /r/my\\ dir/lib.rs\n\n/r/src/main.rs:\n",
+    );
+    assert_eq!(
+        paths,
+        [
+            std::path::PathBuf::from("/r/src/main.rs"),
+            std::path::PathBuf::from("/r/my dir/lib.rs")
+        ]
+    );
+}

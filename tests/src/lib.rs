@@ -39,7 +39,7 @@ pub fn casement_bin() -> &'static Path {
                     binary.display()
                 )
             });
-        if let Some(newer) = newest_source().filter(|(_, at)| *at > built) {
+        if let Some(newer) = newest_source(&binary).filter(|(_, at)| *at > built) {
             panic!(
                 "{} is older than {}: run `cargo build -p casement` first (`cargo test \
                  --workspace` and `make test` build it)",
@@ -51,46 +51,60 @@ pub fn casement_bin() -> &'static Path {
     })
 }
 
-/// The most recently modified source the `casement` binary is built from (the crates it
-/// links and their manifests), with its time.
-fn newest_source() -> Option<(PathBuf, SystemTime)> {
+/// The most recently modified source the `casement` binary was built from, with its time:
+/// the files of this repository that Cargo's dep-info for it (`target/<profile>/casement.d`)
+/// lists, which are exactly the sources compiled into it (git's own files, which its build
+/// script reads for the commit it names, left out: a commit is not a source change), plus
+/// `Cargo.lock`. No dep-info, no check (the binary was not built by Cargo).
+fn newest_source(binary: &Path) -> Option<(PathBuf, SystemTime)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let crates = [
-        "services/casement",
-        "services/query",
-        "shared/config",
-        "shared/events",
-        "shared/inference",
-        "shared/pipeline",
-        "shared/service",
-        "shared/store",
-        "shared/text",
-    ];
+    let root = root.canonicalize().unwrap_or(root);
+    let dep_info = std::fs::read_to_string(binary.with_extension("d")).ok()?;
     let mut newest: Option<(PathBuf, SystemTime)> = None;
-    let mut consider = |path: PathBuf| {
+    let sources = dep_info_paths(&dep_info)
+        .into_iter()
+        .filter(|path| {
+            path.starts_with(&root) && !path.components().any(|c| c.as_os_str() == ".git")
+        })
+        .chain([root.join("Cargo.lock")]);
+    for path in sources {
         if let Ok(at) = std::fs::metadata(&path).and_then(|m| m.modified())
             && newest.as_ref().is_none_or(|(_, n)| at > *n)
         {
             newest = Some((path, at));
         }
-    };
-    for krate in crates {
-        let dir = root.join(krate);
-        consider(dir.join("Cargo.toml"));
-        consider(dir.join("build.rs"));
-        let mut stack = vec![dir.join("src")];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else {
-                    consider(path);
-                }
-            }
-        }
     }
     newest
+}
+
+#[doc(hidden)]
+/// The prerequisites of a Makefile-style dep-info file (`target: a b\ c`): paths after the
+/// first rule's colon, separated by spaces, `\ ` an escaped space.
+pub fn dep_info_paths(dep_info: &str) -> Vec<PathBuf> {
+    let Some(line) = dep_info.lines().find(|line| !line.trim().is_empty()) else {
+        return Vec::new();
+    };
+    let Some((_, prerequisites)) = line.split_once(": ") else {
+        return Vec::new();
+    };
+    let mut paths = Vec::new();
+    let mut current = String::new();
+    let mut chars = prerequisites.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => current.extend(chars.next()),
+            ' ' => {
+                if !current.is_empty() {
+                    paths.push(PathBuf::from(std::mem::take(&mut current)));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        paths.push(PathBuf::from(current));
+    }
+    paths
 }
 
 /// Writes `<dir>/casement.toml`: `data_dir = "<dir>/data"`, then `settings` (TOML).
