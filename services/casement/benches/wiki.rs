@@ -49,6 +49,7 @@ fn whole_page_sentences(history: &[WikiRevision]) -> usize {
         .filter(|r| r.kind != "delete")
         .map(|r| {
             let revision = Revision {
+                access: None,
                 metadata: Default::default(),
                 doc_id: format!("{WIKI}:{}", r.page_id),
                 revision: r.rev_id,

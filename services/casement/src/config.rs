@@ -34,6 +34,10 @@ pub struct CasementConfig {
     pub listen: SocketAddr,
     pub sources: SourcesConfig,
     pub events: DecodeConfig,
+    /// Who may read a document whose event does not say (`default`: `public` or `deny`),
+    /// and MediaWiki namespaces restricted to groups. A watched folder's front matter and
+    /// `.access` files say it for its files.
+    pub access: casement_events::AccessConfig,
     pub pipeline: PipelineConfig,
     pub enrich: EnrichConfig,
     pub text: TextConfig,
@@ -64,6 +68,7 @@ impl Default for CasementConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             sources: SourcesConfig::default(),
             events: DecodeConfig::default(),
+            access: casement_events::AccessConfig::default(),
             pipeline: PipelineConfig::default(),
             enrich: EnrichConfig::default(),
             fetch: FetchConfig::default(),
@@ -300,6 +305,11 @@ impl CasementConfig {
         }
     }
 
+    /// The decoder's settings: `[events]` with `[access]`.
+    pub fn decode(&self) -> DecodeConfig {
+        self.events.clone().with_access(self.access.clone())
+    }
+
     /// The query service's view.
     pub fn query(&self) -> QueryConfig {
         QueryConfig {
@@ -346,7 +356,7 @@ impl casement_config::Config for CasementConfig {
                 self.search.indexed_window_radius, self.text.window_radius
             ));
         }
-        self.events.validate()?;
+        self.decode().validate()?;
         self.pipeline.validate()?;
         self.enrich.validate()?;
         self.fetch.validate()?;

@@ -113,7 +113,7 @@ impl Engine {
             Stages {
                 processor: processor.clone(),
                 config: config.pipeline.clone(),
-                decode: config.events.clone(),
+                decode: config.decode(),
                 dead_letters: dead_letters.clone(),
                 ack: Arc::new(LocalAck::new(
                     &config.data_dir,

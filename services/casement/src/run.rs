@@ -76,6 +76,11 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     tokio::pin!(stop);
     let started = Instant::now();
+    // Checked with the config too; again here with the address `--listen` gave.
+    config
+        .auth
+        .check_open(config.listen)
+        .map_err(anyhow::Error::msg)?;
     let sources = &config.sources;
     let sample_mode = sources.replay.paths.is_empty()
         && sources.watch.dirs.is_empty()
@@ -164,7 +169,7 @@ pub async fn run(
             journal: journal.clone(),
             auth: config.auth.clone(),
             max_event_bytes: config.events.max_event_bytes,
-            decode: config.events.clone(),
+            decode: config.decode(),
             wait: Duration::from_millis(config.sources.webhook.wait_ms),
             metrics: engine.local_metrics.clone(),
             pipeline_metrics: engine.pipeline_metrics.clone(),

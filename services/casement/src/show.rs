@@ -30,6 +30,7 @@ pub fn command(
         .unwrap_or("document")
         .to_owned();
     let revision = Revision {
+        access: None,
         doc_id,
         revision: 1,
         title: None,

@@ -156,6 +156,16 @@ async fn handle(
         Err(error) => return error.into_response(),
         Ok(principal) => principal,
     };
+    // A key bound to groups is a reader's (a bot's): it may not write what others read,
+    // nor say who may read it.
+    if matches!(principal.reader, casement_text::Reader::Groups(_)) {
+        return ApiError::Forbidden(
+            "this API key is bound to groups: a reader's key posts no events (use a key \
+             without groups)"
+                .into(),
+        )
+        .into_response();
+    }
     // A web page must not be able to make a browser post events (a delete at a high
     // revision fences every later edit).
     if let Err(error) = casement_query::http::check_state_changing(headers) {

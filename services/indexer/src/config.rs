@@ -19,6 +19,9 @@ pub struct IndexerConfig {
     pub kafka: KafkaConfig,
     /// Event formats and the size limit (bigger events are dead-lettered).
     pub events: DecodeConfig,
+    /// Who may read a document whose event does not say (`default`: `public` or `deny`),
+    /// and MediaWiki namespaces restricted to groups.
+    pub access: casement_events::AccessConfig,
     pub pipeline: PipelineConfig,
     pub enrich: EnrichConfig,
     pub embedder: EmbedderConfig,
@@ -148,9 +151,16 @@ impl Default for AdminConfig {
 
 pub use casement_config::logging::{LogConfig, LogFormat};
 
+impl IndexerConfig {
+    /// The decoder's settings: `[events]` with `[access]`.
+    pub fn decode(&self) -> DecodeConfig {
+        self.events.clone().with_access(self.access.clone())
+    }
+}
+
 impl casement_config::Config for IndexerConfig {
     fn validate(&self) -> Result<(), String> {
-        self.events.validate()?;
+        self.decode().validate()?;
         let kafka = &self.kafka;
         for (key, value) in [
             ("kafka.bootstrap_servers", &kafka.bootstrap_servers),

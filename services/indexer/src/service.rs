@@ -94,7 +94,7 @@ pub fn start<S: Store + 'static>(
         Stages {
             processor: Arc::new(casement_pipeline::ProcessorSlot::new(processor)),
             config: config.pipeline.clone(),
-            decode: config.events.clone(),
+            decode: config.decode(),
             dead_letters: Arc::new(KafkaDeadLetters::new(kafka)?),
             ack: ack.clone(),
             offsets: offsets.clone(),

@@ -31,6 +31,7 @@ fn lines(path: &Path) -> Vec<serde_json::Value> {
 fn event(doc_id: String, title: &str, format: Format, content: String) -> Event {
     Event {
         change: Change::Upsert(Revision {
+            access: None,
             metadata: Default::default(),
             doc_id,
             revision: 1,

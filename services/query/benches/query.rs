@@ -7,6 +7,11 @@
 //! come from the query-embedding cache (`search.embedding_cache`); then, as the reference,
 //! the first scenario on a server with the settings of the build before (embedder threads =
 //! cores, no cache).
+//! Then access control (issue 39): one document in five is restricted to one of 10
+//! groups (written once into the kept index as payload updates, nothing embedded), and
+//! the first scenario runs on one server alternately as an operator's key (no filter) and
+//! as a key of one group (the payload filter on `public` / `access_groups` in every
+//! query), in blocks of 100, so both see the same machine.
 //! Writes `target/bench/query.json`. The index is built once (real embeddings, about
 //! 7 minutes on 2 cores) and kept in `target/bench/query-index`; `BENCH_QUERY_INDEX_ONLY=1` stops there.
 
@@ -168,10 +173,31 @@ async fn load(
     requests: usize,
     offset: usize,
 ) -> Value {
+    summarize(latencies(base, None, questions, rerank, concurrency, requests, offset).await)
+}
+
+fn summarize((mut all, seconds): (Vec<f64>, f64)) -> Value {
+    all.sort_by(f64::total_cmp);
+    json!({"requests": all.len(), "rps": all.len() as f64 / seconds,
+           "p50_ms": percentile(&all, 0.5), "p95_ms": percentile(&all, 0.95), "p99_ms": percentile(&all, 0.99)})
+}
+
+/// The latencies (ms) of `requests` searches over `concurrency` connections, sent with
+/// `key` when given, and the seconds they took.
+async fn latencies(
+    base: &str,
+    key: Option<&str>,
+    questions: &Arc<Vec<String>>,
+    rerank: bool,
+    concurrency: usize,
+    requests: usize,
+    offset: usize,
+) -> (Vec<f64>, f64) {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for worker in 0..concurrency {
         let (base, questions) = (base.to_owned(), questions.clone());
+        let key = key.map(str::to_owned);
         tasks.push(tokio::spawn(async move {
             let client = reqwest::Client::new();
             let mut latencies = Vec::new();
@@ -179,12 +205,13 @@ async fn load(
             while i < requests {
                 let q = &questions[(offset + i) % questions.len()];
                 let t = Instant::now();
-                let response = client
+                let mut request = client
                     .post(format!("{base}/v1/search"))
-                    .json(&json!({"query": q, "top_k": 10, "rerank": rerank}))
-                    .send()
-                    .await
-                    .expect("request");
+                    .json(&json!({"query": q, "top_k": 10, "rerank": rerank}));
+                if let Some(key) = &key {
+                    request = request.bearer_auth(key);
+                }
+                let response = request.send().await.expect("request");
                 assert!(response.status().is_success(), "{}", response.status());
                 let _ = response.bytes().await.expect("body");
                 latencies.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -197,10 +224,87 @@ async fn load(
     for task in tasks {
         all.extend(task.await.expect("worker"));
     }
-    let seconds = started.elapsed().as_secs_f64();
-    all.sort_by(f64::total_cmp);
-    json!({"requests": all.len(), "rps": all.len() as f64 / seconds,
-           "p50_ms": percentile(&all, 0.5), "p95_ms": percentile(&all, 0.95), "p99_ms": percentile(&all, 0.99)})
+    (all, started.elapsed().as_secs_f64())
+}
+
+/// Groups the restricted documents are spread over.
+const ACCESS_GROUPS: usize = 10;
+/// One document in this many is restricted.
+const RESTRICTED_ONE_IN: usize = 5;
+
+/// Restricts one document in five of the kept index to one of 10 groups (the same
+/// revision again with `access`: payload updates only), once.
+async fn ensure_access(dir: &Path, documents: u64) -> u64 {
+    let marker = dir.join("corpus.json");
+    let mut m: Value =
+        serde_json::from_str(&std::fs::read_to_string(&marker).expect("marker")).expect("json");
+    if let Some(restricted) = m["access"]["restricted"].as_u64() {
+        return restricted;
+    }
+    let model: Arc<dyn Embed> =
+        Arc::new(OnnxEmbedder::load(&EmbedderConfig::default()).expect("model (make models)"));
+    let store = EdgeStore::open(&store_config(dir), model.dimension()).expect("store");
+    let metrics = casement_pipeline::Metrics::new();
+    let processor =
+        casement_testkit::processor(store.clone(), model, &EnrichConfig::default(), &metrics);
+    let started = Instant::now();
+    let mut restricted = 0;
+    for (i, mut event) in corpus::events().take(documents as usize).enumerate() {
+        if i % RESTRICTED_ONE_IN != 0 {
+            continue;
+        }
+        if let casement_events::Change::Upsert(revision) = &mut event.change {
+            let group = format!("group-{}", (i / RESTRICTED_ONE_IN) % ACCESS_GROUPS);
+            revision.access = Some(casement_text::Access::groups([group]));
+        }
+        processor.process(&event).await.expect("restrict");
+        restricted += 1;
+    }
+    store.optimize().await.expect("optimize");
+    drop(processor);
+    drop(store);
+    eprintln!(
+        "restricted {restricted} of {documents} documents in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    m["access"] = json!({"restricted": restricted, "groups": ACCESS_GROUPS});
+    std::fs::write(&marker, m.to_string()).expect("marker");
+    restricted
+}
+
+/// The first scenario (no rerank, c1) on one server, as an operator (no filter) and as a
+/// reader of one group (the access filter in every query), alternating in blocks.
+async fn access_filter(dir: &Path, questions: &Arc<Vec<String>>) -> Value {
+    const OPERATOR: &str = "bench-operator-key-0001";
+    const READER: &str = "bench-reader-key-000001";
+    let keys =
+        format!("[{{token = \"{OPERATOR}\"}}, {{token = \"{READER}\", groups = [\"group-3\"]}}]");
+    let (_server, base) = start_server(dir, &[("CASEMENT_QUERY__AUTH__KEYS", keys)]).await;
+    latencies(&base, Some(OPERATOR), questions, false, 2, 100, 6_000).await;
+    latencies(&base, Some(READER), questions, false, 2, 100, 6_000).await;
+    let (mut open, mut filtered) = ((Vec::new(), 0.0), (Vec::new(), 0.0));
+    for block in 0..10 {
+        // The same questions for both, in turn (each once per key: the query-embedding
+        // cache helps both alike).
+        let offset = block * 100;
+        let (first, second) = if block % 2 == 0 {
+            (OPERATOR, READER)
+        } else {
+            (READER, OPERATOR)
+        };
+        for key in [first, second] {
+            let (l, s) = latencies(&base, Some(key), questions, false, 1, 100, offset).await;
+            let into = if key == OPERATOR {
+                &mut open
+            } else {
+                &mut filtered
+            };
+            into.0.extend(l);
+            into.1 += s;
+        }
+    }
+    json!({"unfiltered": summarize(open), "filtered": summarize(filtered),
+           "reader_groups": ["group-3"]})
 }
 
 /// Mean of a histogram from `/metrics` (sum / count), optionally one label value.
@@ -219,6 +323,7 @@ fn mean(metrics: &str, name: &str, label: &str) -> f64 {
 async fn main() {
     let dir = bench_dir().join("query-index");
     let (sentences, documents) = ensure_index(&dir).await;
+    let restricted = ensure_access(&dir, documents).await;
     if std::env::var_os("BENCH_QUERY_INDEX_ONLY").is_some() {
         return;
     }
@@ -298,6 +403,10 @@ async fn main() {
             .collect::<Vec<_>>()
     );
     report["reference"]["c1"] = load(&base, &questions, false, 1, 1_000, 0).await;
+    drop(_server);
+    eprintln!("access filter: {restricted} of {documents} documents restricted");
+    report["access"] = access_filter(&dir, &questions).await;
+    report["access"]["restricted_documents"] = json!(restricted);
 
     println!(
         "\nquery service, {sentences} sentences in {documents} documents, top_k 10, release build, closed loop"
@@ -337,6 +446,22 @@ async fn main() {
         report["rerank_candidates_mean"],
         report["stage_mean_ms"],
         report["embedding_cache"]
+    );
+    let access = &report["access"];
+    let (open, filtered) = (&access["unfiltered"], &access["filtered"]);
+    println!(
+        "access filter ({restricted} of {documents} documents restricted to 10 groups; a reader of one group), no rerank, c1, alternating blocks of 100:\n\
+         | key | p50 ms | p95 ms | p99 ms |\n|---|---|---|---|\n\
+         | operator (no filter) | {:.1} | {:.1} | {:.1} |\n| reader of group-3 (filtered) | {:.1} | {:.1} | {:.1} |\n\
+         filtered p95 / unfiltered p95: {:.2} (target ≤ 1.10)",
+        open["p50_ms"].as_f64().unwrap_or(f64::NAN),
+        open["p95_ms"].as_f64().unwrap_or(f64::NAN),
+        open["p99_ms"].as_f64().unwrap_or(f64::NAN),
+        filtered["p50_ms"].as_f64().unwrap_or(f64::NAN),
+        filtered["p95_ms"].as_f64().unwrap_or(f64::NAN),
+        filtered["p99_ms"].as_f64().unwrap_or(f64::NAN),
+        filtered["p95_ms"].as_f64().unwrap_or(f64::NAN)
+            / open["p95_ms"].as_f64().unwrap_or(f64::NAN)
     );
     let path = bench_dir().join("query.json");
     std::fs::write(&path, serde_json::to_string_pretty(&report).expect("json")).expect("write");

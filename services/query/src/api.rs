@@ -71,6 +71,9 @@ pub struct ValidSearch {
     /// Metadata conditions, checked against `store.indexed_metadata`.
     pub metadata: Vec<casement_store::MetadataCondition>,
     pub min_relevance: f32,
+    /// Who is reading: set by the handler from the key and the person's token; public
+    /// documents only until it is.
+    pub reader: casement_text::Reader,
 }
 
 /// Most values in one metadata condition's array.
@@ -203,6 +206,7 @@ impl SearchRequest {
             ));
         }
         Ok(ValidSearch {
+            reader: casement_text::Reader::public(),
             min_relevance,
             query,
             top_k,

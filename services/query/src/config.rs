@@ -56,6 +56,49 @@ pub struct AuthConfig {
     /// `/metrics` and `/openapi.json` need a key not bound to a tenant (an operator's);
     /// off by default so a Prometheus scrape works without one. No metric is per tenant.
     pub protect_ops: bool,
+    /// Verifies the `X-Casement-User` token a bot passes for the signed-in person it
+    /// answers: the reader's groups are then its key's groups that the token names too.
+    /// Off when absent: a request with the header is then refused (401), never read as
+    /// the key alone.
+    pub jwt: Option<JwtConfig>,
+    /// Serve with no key configured on an address other than loopback. Refused at start
+    /// otherwise: without keys every caller is an operator (reads every document, and the
+    /// all-in-one's webhook takes any event).
+    pub allow_open: bool,
+}
+
+/// `[auth.jwt]`: how a person's token is verified. Exactly one of `secret` (HS256) and
+/// `jwks_file` (a JSON Web Key Set of RS256/ES256 public keys, chosen by the token's
+/// `kid`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JwtConfig {
+    /// The HS256 shared secret, at least 32 bytes.
+    pub secret: casement_config::Secret,
+    /// A JSON Web Key Set file (`{"keys": [...]}`), read at start.
+    pub jwks_file: Option<PathBuf>,
+    /// When set, the token's `iss` must equal it.
+    pub issuer: Option<String>,
+    /// When set, the token's `aud` must hold it.
+    pub audience: Option<String>,
+    /// The claim holding the person's groups (an array of strings; a string of groups
+    /// separated by spaces or commas is taken too). Missing: no groups (public only).
+    pub groups_claim: String,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds.
+    pub leeway_secs: u64,
+}
+
+impl Default for JwtConfig {
+    fn default() -> Self {
+        Self {
+            secret: casement_config::Secret::default(),
+            jwks_file: None,
+            issuer: None,
+            audience: None,
+            groups_claim: "groups".into(),
+            leeway_secs: 30,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -72,6 +115,33 @@ pub struct ApiKey {
     /// Who holds the key, for the logs: admin actions and refused requests name it (as
     /// `key = "…"`), never the token. Default: `keys[<index>]`.
     pub name: Option<String>,
+    /// The groups whose documents the key reads (besides public ones): `[]` reads public
+    /// documents only. Absent: every document (of its tenant, when it has one). A key with
+    /// neither `tenant` nor `groups` is an operator's.
+    pub groups: Option<Vec<String>>,
+}
+
+impl AuthConfig {
+    /// Refuses to serve with no key on an address beyond this machine unless
+    /// `allow_open`: without keys every caller reads every document. Checked with the
+    /// config and again with the address a command line gives.
+    pub fn check_open(&self, listen: SocketAddr) -> Result<(), String> {
+        if self.keys.is_empty() && !self.allow_open && !listen.ip().is_loopback() {
+            return Err(format!(
+                "listen = {listen} is not a loopback address and no [[auth.keys]] is \
+                 configured: every caller would read every document; configure keys, or set \
+                 auth.allow_open = true to serve open on purpose"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ApiKey {
+    /// An operator's key: bound to no tenant and to no groups.
+    pub fn is_operator(&self) -> bool {
+        self.tenant.is_none() && self.groups.is_none()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -216,6 +286,10 @@ pub struct EvalConfig {
     /// A case passes when a window of its document (holding its text, if given) is among
     /// the first `k` returned.
     pub k: usize,
+    /// The reader the golden set runs as: public documents and those of these groups
+    /// (`[]`: public only). Absent: every document, as an operator reads. Only the scores
+    /// leave the evaluation (as metrics), never a document.
+    pub groups: Option<Vec<String>>,
 }
 
 impl Default for EvalConfig {
@@ -224,6 +298,7 @@ impl Default for EvalConfig {
             golden: PathBuf::new(),
             interval_secs: 300,
             k: 5,
+            groups: None,
         }
     }
 }
@@ -308,6 +383,31 @@ impl casement_config::Config for QueryConfig {
                 }
             }
         }
+        for (i, key) in self.auth.keys.iter().enumerate() {
+            for group in key.groups.iter().flatten() {
+                casement_text::access::check_group(group)
+                    .map_err(|e| format!("auth.keys[{i}].groups: {e}"))?;
+            }
+        }
+        if let Some(jwt) = &self.auth.jwt {
+            match (jwt.secret.is_empty(), &jwt.jwks_file) {
+                (true, None) | (false, Some(_)) => {
+                    return Err(
+                        "auth.jwt needs exactly one of secret (HS256) and jwks_file (RS256/ES256)"
+                            .into(),
+                    );
+                }
+                (false, None) if jwt.secret.expose().len() < 32 => {
+                    return Err("auth.jwt.secret must be at least 32 bytes".into());
+                }
+                _ => {}
+            }
+            if jwt.groups_claim.trim().is_empty() {
+                return Err("auth.jwt.groups_claim must not be empty".into());
+            }
+            crate::auth::UserTokens::load(jwt).map_err(|e| format!("{e:#}"))?;
+        }
+        self.auth.check_open(self.listen)?;
         self.embedder.validate()?;
         Ok(())
     }

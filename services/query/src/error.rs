@@ -21,6 +21,10 @@ pub enum ApiError {
     TooLarge(String),
     #[error("missing or unknown API key; send `Authorization: Bearer <key>`")]
     Unauthorized,
+    /// The `X-Casement-User` token is missing what it needs, expired, or not signed by a
+    /// configured key: never read as the bot's key alone.
+    #[error("X-Casement-User: {0}")]
+    UserToken(String),
     #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]
@@ -49,7 +53,7 @@ impl ApiError {
             Self::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::UserToken(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::RevisionNotIndexed { .. } => StatusCode::CONFLICT,
@@ -66,6 +70,7 @@ impl ApiError {
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::TooLarge(_) => "body_too_large",
             Self::Unauthorized => "unauthorized",
+            Self::UserToken(_) => "invalid_user_token",
             Self::Forbidden(_) => "forbidden",
             Self::NotFound(_) => "not_found",
             Self::RevisionNotIndexed { .. } => "revision_not_indexed",

@@ -13,12 +13,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use casement_store::Store;
-use casement_text::DocRef;
+use casement_text::{DocRef, Reader};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::api::{DocumentAnswer, DocumentText, SearchRequest, SearchResponse, SectionAnswer};
-use crate::config::{AuthConfig, QueryConfig};
+use crate::auth::UserTokens;
+use crate::config::{ApiKey, AuthConfig, QueryConfig};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::search::Searcher;
@@ -44,12 +45,17 @@ pub fn openapi(config: &QueryConfig) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_else(|_| OPENAPI.to_owned())
 }
 
-/// Who is asking: the tenant their key is bound to, if any, and the key's name for the
-/// logs (`None` when no key is configured: an open API).
+/// Who is asking: the tenant their key is bound to, if any, what it may read, and the
+/// key's name for the logs (`None` when no key is configured: an open API).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub tenant: Option<String>,
     pub key: Option<String>,
+    /// The key's reader: its groups, or every document (of its tenant, when it has one).
+    /// A person's token narrows it per request (`auth::reader`).
+    pub reader: Reader,
+    /// An operator's key (no tenant, no groups), or no key configured at all.
+    pub operator: bool,
 }
 
 /// Everything a handler needs.
@@ -65,6 +71,17 @@ pub struct App<S> {
     /// Changes found at start (the all-in-one's watched folders, its journal) not yet
     /// applied: `/readyz` answers 503 until they are (0: caught up).
     pub catching_up: Arc<AtomicUsize>,
+    /// The verifier of people's tokens (`[auth.jwt]`), when configured.
+    pub users: Option<Arc<UserTokens>>,
+}
+
+impl<S> App<S> {
+    /// The request's key and its reader (the key's, narrowed by a person's token).
+    pub fn reader(&self, headers: &HeaderMap) -> Result<(Principal, Reader), ApiError> {
+        let principal = self.config.auth.principal(headers)?;
+        let reader = crate::auth::reader(&principal, self.users.as_deref(), headers)?;
+        Ok((principal, reader))
+    }
 }
 
 impl AuthConfig {
@@ -75,6 +92,8 @@ impl AuthConfig {
             return Ok(Principal {
                 tenant: None,
                 key: None,
+                reader: Reader::Operator,
+                operator: true,
             });
         }
         let token = headers
@@ -96,6 +115,10 @@ impl AuthConfig {
             .map(|(index, k)| Principal {
                 tenant: k.tenant.clone(),
                 key: Some(k.name.clone().unwrap_or_else(|| format!("keys[{index}]"))),
+                reader: k.groups.as_ref().map_or(Reader::Operator, |groups| {
+                    Reader::groups(groups.iter().cloned())
+                }),
+                operator: k.is_operator(),
             })
             .ok_or(ApiError::Unauthorized)
     }
@@ -106,18 +129,21 @@ impl AuthConfig {
         if !self.protect_ops || self.keys.is_empty() {
             return Ok(());
         }
-        match self.principal(headers)?.tenant {
-            None => Ok(()),
-            Some(_) => Err(ApiError::Forbidden(
-                "this API key is bound to a tenant; /metrics and /openapi.json need an operator key (one without)".into(),
-            )),
+        if self.principal(headers)?.operator {
+            Ok(())
+        } else {
+            Err(ApiError::Forbidden(
+                "this API key is bound to a tenant or to groups; /metrics and /openapi.json need \
+                 an operator key (one with neither)"
+                    .into(),
+            ))
         }
     }
 
-    /// Whether an operator key (one bound to no tenant) is configured: the admin routes
-    /// are off without one.
+    /// Whether an operator key (one bound to no tenant and no groups) is configured: the
+    /// admin routes are off without one.
     pub fn has_operator_key(&self) -> bool {
-        self.keys.iter().any(|k| k.tenant.is_none())
+        self.keys.iter().any(ApiKey::is_operator)
     }
 
     /// For the admin routes (`/v1/admin/...`): an operator key. With none configured the
@@ -127,14 +153,15 @@ impl AuthConfig {
         if !self.has_operator_key() {
             return Err(ApiError::Forbidden(
                 "the admin routes are off: configure an operator key (an [[auth.keys]] entry \
-                 without a tenant) and send it as `Authorization: Bearer <key>`"
+                 with neither tenant nor groups) and send it as `Authorization: Bearer <key>`"
                     .into(),
             ));
         }
         let principal = self.principal(headers)?;
-        if principal.tenant.is_some() {
+        if !principal.operator {
             return Err(ApiError::Forbidden(
-                "this API key is bound to a tenant; the admin routes need an operator key (one without)"
+                "this API key is bound to a tenant or to groups; the admin routes need an \
+                 operator key (one with neither)"
                     .into(),
             ));
         }
@@ -278,7 +305,7 @@ async fn search<S: Store + 'static>(
     headers: HeaderMap,
     body: Result<Json<SearchRequest>, JsonRejection>,
 ) -> Result<Json<SearchResponse>, ApiError> {
-    let principal = app.config.auth.principal(&headers)?;
+    let (principal, reader) = app.reader(&headers)?;
     let Json(request) = body?;
     let mut request = request.validate(
         &app.config.limits,
@@ -296,6 +323,7 @@ async fn search<S: Store + 'static>(
             _ => request.tenant = Some(bound),
         }
     }
+    request.reader = reader;
     let timeout = app.config.limits.request_timeout_ms;
     tokio::time::timeout(
         app.config.limits.request_timeout(),
@@ -320,7 +348,7 @@ async fn document<S: Store + 'static>(
     Path(doc_id): Path<String>,
     query: Result<Query<DocumentQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let principal = app.config.auth.principal(&headers)?;
+    let (principal, reader) = app.reader(&headers)?;
     let Query(query) = query.map_err(|e| ApiError::Malformed(e.body_text()))?;
     let tenant = match (principal.tenant, query.tenant) {
         (Some(bound), Some(asked)) if bound != asked => {
@@ -334,17 +362,25 @@ async fn document<S: Store + 'static>(
     let index = app.searcher.index();
     let store = &index.store;
     // `…/text` is the document's citation text, unless a document has that very id.
-    let exact = store
-        .document(DocRef::new(tenant.as_deref(), &doc_id))
-        .await
-        .map_err(ApiError::store)?;
+    // A document the reader may not read is answered as one that is not indexed: 404,
+    // never 403 (which would say that it exists).
+    let readable =
+        |state: Option<casement_text::DocumentState>| state.filter(|s| s.readable_by(&reader));
+    let exact = readable(
+        store
+            .document(DocRef::new(tenant.as_deref(), &doc_id))
+            .await
+            .map_err(ApiError::store)?,
+    );
     let (doc_id, text_view, state) = match (exact, doc_id.strip_suffix("/text")) {
         (Some(state), _) => (doc_id.clone(), false, Some(state)),
         (None, Some(base)) => {
-            let state = store
-                .document(DocRef::new(tenant.as_deref(), base))
-                .await
-                .map_err(ApiError::store)?;
+            let state = readable(
+                store
+                    .document(DocRef::new(tenant.as_deref(), base))
+                    .await
+                    .map_err(ApiError::store)?,
+            );
             (base.to_owned(), true, state)
         }
         (None, None) => (doc_id.clone(), false, None),

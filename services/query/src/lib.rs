@@ -5,6 +5,7 @@
 //! store it indexes into.
 
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod error;
 pub mod eval;

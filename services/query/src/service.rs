@@ -83,6 +83,14 @@ pub fn app_with<S: Store + Clone + 'static>(
     openapi: String,
     probe: StoreProbe,
 ) -> Arc<App<S>> {
+    // Checked by the config's validation at start; a key set that went bad since leaves
+    // no verifier, so requests with a token are refused (401), never read as the key.
+    let users = config.auth.jwt.as_ref().and_then(|jwt| {
+        crate::auth::UserTokens::load(jwt)
+            .inspect_err(|e| tracing::error!("auth.jwt: {e:#}"))
+            .ok()
+            .map(Arc::new)
+    });
     let searcher = Searcher::new(
         store,
         BlockingPool::new(embedder, 2),
@@ -97,6 +105,7 @@ pub fn app_with<S: Store + Clone + 'static>(
         metrics,
         store_probe: probe,
         catching_up: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        users,
     })
 }
 

@@ -27,6 +27,9 @@ pub struct DebeziumColumns {
     pub revision: Option<String>,
     pub tenant: Option<String>,
     pub url: Option<String>,
+    /// A column holding who may read the row's document: a JSON array of groups, the
+    /// string `public`, or groups separated by commas (`null`: `[access] default`).
+    pub access: Option<String>,
 }
 
 impl Default for DebeziumColumns {
@@ -40,6 +43,7 @@ impl Default for DebeziumColumns {
             revision: None,
             tenant: None,
             url: None,
+            access: None,
         }
     }
 }
@@ -116,6 +120,10 @@ pub(crate) fn decode(json: Value, config: &DecodeConfig) -> Result<Event, Reject
                 )
             })?;
             Change::Upsert(Revision {
+                access: match &columns.access {
+                    Some(column) => crate::access::from_column(after.get(column), column)?,
+                    None => None,
+                },
                 metadata: Default::default(),
                 doc_id: doc_id(&after, columns)?,
                 revision: revision_of(&after)?,

@@ -17,7 +17,8 @@ pub fn native_json(event: &Event) -> Option<Vec<u8>> {
             content: Some(revision.content.clone()),
             tenant: revision.tenant.clone(),
             url: revision.url.clone(),
-            metadata: Default::default(),
+            metadata: revision.metadata.clone(),
+            access: revision.access.clone(),
             event_time: None,
         },
         Change::Delete {

@@ -13,6 +13,7 @@
 //!
 //! Pure: no I/O, so every decoder is tested on the real samples directly.
 
+mod access;
 mod cloudevents;
 mod debezium;
 mod encode;
@@ -24,6 +25,7 @@ use casement_text::Revision;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use access::{AccessConfig, AccessDefault};
 pub use debezium::DebeziumColumns;
 pub use encode::native_json;
 pub use native::{NativeEvent, NativeType};
@@ -63,6 +65,10 @@ pub struct DecodeConfig {
     /// Messages larger than this are rejected (`too_large`), not decoded.
     pub max_event_bytes: usize,
     pub debezium: DebeziumColumns,
+    /// The service's `[access]` (a section of its own, copied here by `with_access`): the
+    /// default for events that do not say, and the MediaWiki namespace map.
+    #[serde(skip)]
+    pub access: AccessConfig,
 }
 
 impl Default for DecodeConfig {
@@ -71,11 +77,18 @@ impl Default for DecodeConfig {
             format: EventFormat::Auto,
             max_event_bytes: 4 * 1024 * 1024,
             debezium: DebeziumColumns::default(),
+            access: AccessConfig::default(),
         }
     }
 }
 
 impl DecodeConfig {
+    /// This config deciding access by `access` (the service's `[access]` section).
+    pub fn with_access(mut self, access: AccessConfig) -> Self {
+        self.access = access;
+        self
+    }
+
     /// The size limit must admit something and stay within what the segmenter takes.
     pub fn validate(&self) -> Result<(), String> {
         let max = casement_text::segmenter::MAX_DOCUMENT_BYTES;
@@ -85,7 +98,7 @@ impl DecodeConfig {
                 self.max_event_bytes
             ));
         }
-        Ok(())
+        self.access.validate()
     }
 }
 
@@ -124,6 +137,8 @@ pub struct RevisionRef {
     /// The page title as the event gives it (underscores for spaces).
     pub title: Option<String>,
     pub url: Option<String>,
+    /// Who may read it (`None`: the source's default, given at decode).
+    pub access: Option<casement_text::Access>,
     /// Brings back a document deleted at this same revision: an undelete, or a revision
     /// whose hidden content is visible again. Any other upsert at a tombstone's revision
     /// is stale.
@@ -231,13 +246,14 @@ pub fn decode(
         EventFormat::Auto => detect(&json),
         other => other,
     };
-    let event = match format {
+    let mut event = match format {
         EventFormat::Native | EventFormat::Auto => native::decode(json, EventFormat::Native),
         EventFormat::Cloudevents => cloudevents::decode(json),
         EventFormat::Debezium => debezium::decode(json, config),
-        EventFormat::Mediawiki => mediawiki::decode(json),
+        EventFormat::Mediawiki => mediawiki::decode(json, &config.access),
     }?;
     event.check_limits()?;
+    config.access.resolve(&mut event);
     Ok(event)
 }
 

@@ -17,7 +17,7 @@
 use casement_text::{Format, Revision};
 use serde_json::Value;
 
-use crate::{Change, Event, EventFormat, Rejection, RevisionRef, reject};
+use crate::{AccessConfig, Change, Event, EventFormat, Rejection, RevisionRef, reject};
 
 fn text<'a>(json: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter().try_fold(json, |v, key| v.get(key))?.as_str()
@@ -31,7 +31,7 @@ fn flag(json: &Value, path: &[&str]) -> Option<bool> {
     path.iter().try_fold(json, |v, key| v.get(key))?.as_bool()
 }
 
-pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
+pub(crate) fn decode(json: Value, access: &AccessConfig) -> Result<Event, Rejection> {
     let kind = text(&json, &["page_change_kind"])
         .ok_or_else(|| reject("schema", "not a page_change event (no page_change_kind)"))?;
     let wiki = text(&json, &["wiki_id"]).ok_or_else(|| reject("schema", "no wiki_id"))?;
@@ -40,6 +40,13 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
     let rev_id = number(&json, &["revision", "rev_id"])
         .ok_or_else(|| reject("schema", "no revision.rev_id"))?;
     let doc_id = format!("{wiki}:{page_id}");
+    // A namespace restricted to groups (`[access.mediawiki_namespaces]`): a move into
+    // or out of one changes the page's access with the move's own event.
+    let access = json
+        .get("page")
+        .and_then(|p| p.get("namespace_id"))
+        .and_then(Value::as_i64)
+        .and_then(|namespace| access.namespace(namespace));
     let delete = || Change::Delete {
         doc_id: doc_id.clone(),
         tenant: None,
@@ -53,6 +60,7 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
             domain: text(&json, &["meta", "domain"]).unwrap_or(wiki).to_owned(),
             title: text(&json, &["page", "page_title"]).map(str::to_owned),
             url: text(&json, &["meta", "uri"]).map(str::to_owned),
+            access: access.clone(),
             restore,
         })
     };
@@ -84,6 +92,7 @@ pub(crate) fn decode(json: Value) -> Result<Event, Rejection> {
                 }
             };
             let revision = Revision {
+                access: access.clone(),
                 metadata: Default::default(),
                 doc_id,
                 revision: rev_id,

@@ -36,6 +36,10 @@ pub struct NativeEvent {
     /// Free-form; carried, not indexed.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
+    /// Who may read the document: `{"groups": ["hr", "staff"]}`, `{"public": true}` (both:
+    /// public). Absent: the source's default (`[access] default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<casement_text::Access>,
     /// RFC 3339 time of the change at the source. Accepted so producers may send it, not
     /// used: freshness is measured from the Kafka timestamp.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +76,7 @@ impl NativeEvent {
             tenant: None,
             url: None,
             metadata: Default::default(),
+            access: None,
             event_time: None,
         }
     }
@@ -97,6 +102,7 @@ impl NativeEvent {
                     .content
                     .ok_or_else(|| reject("no_content", "an upsert needs content"))?;
                 Change::Upsert(Revision {
+                    access: crate::access::checked(self.access)?,
                     metadata: self.metadata,
                     doc_id: self.doc_id,
                     revision: self.revision,

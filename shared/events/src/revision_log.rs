@@ -35,6 +35,9 @@ pub struct LogEvent {
     /// RFC 3339 time of the revision at the source.
     #[serde(default)]
     pub timestamp: Option<String>,
+    /// Who may read the document, as the native event's `access` (absent: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<casement_text::Access>,
 }
 
 fn default_format() -> String {
@@ -63,6 +66,7 @@ impl LogEvent {
             tenant: None,
             url: self.path.clone().filter(|_| !delete),
             metadata: Default::default(),
+            access: self.access.clone().filter(|_| !delete),
             event_time: self.timestamp.clone(),
         }
     }
@@ -74,6 +78,7 @@ impl LogEvent {
 
     pub fn to_revision(&self) -> Result<Revision, casement_text::Error> {
         Ok(Revision {
+            access: self.access.clone(),
             metadata: Default::default(),
             doc_id: self.doc_id.clone(),
             revision: self.revision,

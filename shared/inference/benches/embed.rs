@@ -276,6 +276,7 @@ fn corpus_sentences() -> Vec<String> {
     let mut sentences = Vec::new();
     for (doc_id, event) in last {
         let revision = Revision {
+            access: None,
             metadata: Default::default(),
             doc_id,
             revision: 1,

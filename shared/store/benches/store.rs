@@ -105,6 +105,7 @@ impl Loader {
         let copy = self.next / self.articles.len();
         self.next += 1;
         let revision = Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: format!("{}#{copy}", article.title),
             revision: 1,

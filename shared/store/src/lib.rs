@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 pub use any::AnyStore;
 pub use bm25::{Bm25, SparseVector};
+pub use casement_text::Reader;
 pub use config::{
     Backend, Bm25Settings, EdgeSettings, MAX_INDEXED_METADATA, ServerSettings, StoreConfig,
 };
@@ -64,6 +65,10 @@ pub struct QueryFilter {
     pub doc_ids: Vec<String>,
     /// Metadata conditions, all of which must hold (keys of `store.indexed_metadata`).
     pub metadata: Vec<MetadataCondition>,
+    /// Who is reading: only points of documents it may read match (a condition on the
+    /// indexed `public` and `access_groups` fields, inside the engine). The default,
+    /// [`Reader::Operator`], reads everything: the query service always sets its caller's.
+    pub reader: Reader,
 }
 
 /// `metadata.<key>` equals one of `values` (a point whose value there is an array matches

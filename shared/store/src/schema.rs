@@ -56,15 +56,25 @@ pub fn settings_from_payload(mut payload: Map<String, Value>) -> Result<crate::I
 pub enum FieldType {
     Keyword,
     Integer,
+    Bool,
 }
 
-pub const INDEXED_FIELDS: [(&str, FieldType); 5] = [
+pub const INDEXED_FIELDS: [(&str, FieldType); 7] = [
     ("doc_id", FieldType::Keyword),
     ("tenant", FieldType::Keyword),
     ("section_id", FieldType::Keyword),
     ("revision", FieldType::Integer),
     (KIND, FieldType::Keyword),
+    // Who may read a point's document (`SentenceRecord::public`, `access_groups`): every
+    // reader's query filters on them inside the engine.
+    (ACCESS_GROUPS, FieldType::Keyword),
+    (PUBLIC, FieldType::Bool),
 ];
+
+/// The payload field of a point's readers' groups.
+pub const ACCESS_GROUPS: &str = "access_groups";
+/// The payload field that makes a point's document readable by every reader.
+pub const PUBLIC: &str = "public";
 
 /// The payload field of a metadata key (`metadata.<key>`).
 pub fn metadata_field(key: &str) -> String {
@@ -171,6 +181,7 @@ mod tests {
     #[test]
     fn records_and_states_round_trip_through_payloads() {
         let revision = Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: "d".into(),
             revision: 3,

@@ -40,6 +40,7 @@ fn revision(data: &[u8], number: u64) -> Option<(Revision, TextConfig)> {
         ..TextConfig::default()
     };
     let revision = Revision {
+        access: None,
         doc_id: "fuzz".into(),
         revision: number,
         title: None,

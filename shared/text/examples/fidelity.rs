@@ -205,6 +205,7 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
     let mut tally = Tally::default();
     for page in pages {
         let revision = Revision {
+            access: None,
             doc_id: page.id.clone(),
             revision: 1,
             title: Some(page.id.clone()),

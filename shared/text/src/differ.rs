@@ -122,10 +122,10 @@ pub fn plan_delete(
     doc: DocRef<'_>,
     revision: u64,
 ) -> ChangePlan {
-    let (title, url) = match (indexed, current.first()) {
-        (Some(state), _) => (state.title.clone(), state.url.clone()),
-        (None, Some(r)) => (r.title.clone(), r.url.clone()),
-        (None, None) => (String::new(), None),
+    let (title, url, access) = match (indexed, current.first()) {
+        (Some(state), _) => (state.title.clone(), state.url.clone(), state.access()),
+        (None, Some(r)) => (r.title.clone(), r.url.clone(), r.access()),
+        (None, None) => (String::new(), None, crate::Access::deny()),
     };
     let (doc_id, tenant) = (doc.doc_id, doc.tenant.map(str::to_owned));
     ChangePlan {
@@ -144,6 +144,8 @@ pub fn plan_delete(
             tenant,
             sentence_count: 0,
             section_count: 0,
+            public: access.public,
+            access_groups: access.groups,
         },
         reused_sections: 0,
         restore: false,
@@ -172,6 +174,8 @@ fn diff_records(
             tenant: segmented.tenant.clone(),
             sentence_count: target.len(),
             section_count: segmented.sections.len(),
+            public: segmented.access.public,
+            access_groups: segmented.access.groups.clone(),
         },
         reused_sections: segmented.reused_sections,
         restore: false,

@@ -55,6 +55,18 @@ pub struct DocumentState {
     pub tenant: Option<String>,
     pub sentence_count: usize,
     pub section_count: usize,
+    /// Who may read the document (as on its points; public when absent). A tombstone
+    /// keeps the last access, so a deleted document's title stays as hidden as it was.
+    #[serde(default = "public_default")]
+    pub public: bool,
+    #[serde(default)]
+    pub access_groups: Vec<String>,
+}
+
+/// A point or state written before access existed is public (every key of its tenant read
+/// it then).
+pub(crate) fn public_default() -> bool {
+    true
 }
 
 /// What to do with an incoming revision, given what is indexed.
@@ -70,6 +82,18 @@ pub enum Fence {
 impl DocumentState {
     pub fn doc_ref(&self) -> DocRef<'_> {
         DocRef::new(self.tenant.as_deref(), &self.doc_id)
+    }
+
+    /// Who may read the document.
+    pub fn access(&self) -> crate::Access {
+        crate::Access {
+            public: self.public,
+            groups: self.access_groups.clone(),
+        }
+    }
+
+    pub fn readable_by(&self, reader: &crate::Reader) -> bool {
+        self.access().readable_by(reader)
     }
 }
 
@@ -116,6 +140,8 @@ mod tests {
             tenant: None,
             sentence_count: 0,
             section_count: 0,
+            public: true,
+            access_groups: Vec::new(),
         }
     }
 

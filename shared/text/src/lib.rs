@@ -15,6 +15,7 @@
 //!   only the last revision gives, also when a plan is applied twice or cut off and planned
 //!   again (see `tests/it/properties.rs` and `tests/it/replay_18f.rs`).
 
+pub mod access;
 pub mod config;
 pub mod differ;
 pub mod document;
@@ -30,6 +31,7 @@ pub mod stored;
 pub mod tokens;
 pub mod window;
 
+pub use access::{Access, Reader};
 pub use config::{CodeBlocks, TextConfig};
 pub use differ::{
     ChangePlan, Operation, plan_delete, plan_segmented, plan_upsert, segment_against,

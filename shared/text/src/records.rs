@@ -49,6 +49,13 @@ pub struct SentenceRecord {
     /// must replace metadata that a revision dropped. Read as `{}` when absent.
     #[serde(default)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Who may read the document (`Access`), the same on every point of a document, as
+    /// two payload fields the store filters on: `public`, and `access_groups` (keyword
+    /// index). Read as public when absent (points written before access existed).
+    #[serde(default = "crate::document::public_default")]
+    pub public: bool,
+    #[serde(default)]
+    pub access_groups: Vec<String>,
     pub section_id: String,
     pub section_path: Vec<String>,
     pub section_hash: String,
@@ -107,6 +114,14 @@ impl SentenceRecord {
         DocRef::new(self.tenant.as_deref(), &self.doc_id)
     }
 
+    /// Who may read the sentence's document.
+    pub fn access(&self) -> crate::Access {
+        crate::Access {
+            public: self.public,
+            groups: self.access_groups.clone(),
+        }
+    }
+
     /// The exact text sent to the embedding model.
     pub fn embedding_input(&self) -> String {
         embedding_input(&self.context, &self.sentence)
@@ -123,6 +138,8 @@ impl SentenceRecord {
             title,
             url,
             metadata,
+            public,
+            access_groups,
             section_id,
             section_path,
             section_hash,
@@ -146,6 +163,8 @@ impl SentenceRecord {
             && *title == other.title
             && *url == other.url
             && *metadata == other.metadata
+            && *public == other.public
+            && *access_groups == other.access_groups
             && *section_id == other.section_id
             && *section_path == other.section_path
             && *section_hash == other.section_hash
@@ -281,6 +300,8 @@ pub fn build_records_with(
                 title: segmented.title.clone(),
                 url: segmented.url.clone(),
                 metadata: segmented.metadata.clone(),
+                public: segmented.access.public,
+                access_groups: segmented.access.groups.clone(),
                 section_id: section.id.clone(),
                 section_path: section.heading_path.clone(),
                 section_hash: section.content_hash.clone(),

@@ -65,4 +65,9 @@ pub struct Revision {
     /// declares (`store.indexed_metadata`).
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Who may read the document. `None`: the event did not say; the pipeline gives it
+    /// its source's default (`[access] default`) before it is indexed, and a revision
+    /// indexed without one is public.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<crate::Access>,
 }

@@ -67,6 +67,8 @@ pub struct SegmentedRevision {
     pub tenant: Option<String>,
     /// The revision's metadata, as given.
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Who may read it (normalised; public when the revision did not say).
+    pub access: crate::Access,
     pub text: String,
     /// Links in the citation text (byte ranges) and where they point, as written.
     pub links: Vec<crate::extract::Link>,
@@ -184,6 +186,7 @@ pub fn segment_reusing(
         url: revision.url.clone(),
         tenant: revision.tenant.clone(),
         metadata: revision.metadata.clone(),
+        access: revision.access.clone().unwrap_or_default().normalized(),
         links: extracted.links,
         text: extracted.text,
         sections,

@@ -206,6 +206,7 @@ pub fn segmented_from_records(
         url: first.map_or_else(|| state.url.clone(), |r| r.url.clone()),
         tenant: state.tenant.clone(),
         metadata: first.map(|r| r.metadata.clone()).unwrap_or_default(),
+        access: first.map_or_else(|| state.access(), SentenceRecord::access),
         text,
         sections: rebuilt,
         reused_sections: 0,
@@ -230,6 +231,7 @@ mod tests {
             ..TextConfig::default()
         };
         let revision = Revision {
+            access: None,
             doc_id: "travel".into(),
             revision: 7,
             title: Some("Travel".into()),
@@ -250,6 +252,8 @@ mod tests {
             tenant: revision.tenant.clone(),
             sentence_count: records.len(),
             section_count: segmented.sections.len(),
+            public: true,
+            access_groups: Vec::new(),
         };
         (state, records, config)
     }

@@ -50,6 +50,7 @@ async fn assert_equals_rebuild(data: &Path, pages: &Pages) {
             continue;
         };
         let rebuilt = Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: doc_id(*page_id),
             revision: revision.rev_id,

@@ -110,6 +110,8 @@ impl ChunkIndex {
                 .map(|(i, c)| {
                     let hash = format!("chunk-{i}");
                     SentenceRecord {
+                        public: true,
+                        access_groups: Vec::new(),
                         id: point_id(doc_ref, "chunks", &hash, 0),
                         doc_id: doc.doc_id.clone(),
                         tenant: None,
@@ -158,6 +160,8 @@ impl ChunkIndex {
                 doc_id: doc.doc_id.clone(),
                 revision: 1,
                 document: DocumentState {
+                    public: true,
+                    access_groups: Vec::new(),
                     doc_id: doc.doc_id.clone(),
                     revision: 1,
                     deleted: false,

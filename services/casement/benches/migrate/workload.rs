@@ -55,6 +55,7 @@ pub fn embedding_inputs(articles: &[Article]) -> Vec<String> {
     let mut inputs = Vec::new();
     for article in articles {
         let revision = Revision {
+            access: None,
             doc_id: article.doc_id.clone(),
             revision: 1,
             title: Some(article.title.clone()),

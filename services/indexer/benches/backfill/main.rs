@@ -231,6 +231,7 @@ fn workloads() -> Vec<Workload> {
 
 fn create(doc_id: &str, title: &str, content: &str, format: &str) -> LogEvent {
     LogEvent {
+        access: None,
         doc_id: doc_id.to_owned(),
         revision: 1,
         title: Some(title.to_owned()),

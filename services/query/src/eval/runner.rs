@@ -95,7 +95,17 @@ impl<S: Store + Clone + 'static> Evaluator<S> {
                 self.query.rerank.by_default,
                 &self.query.store.indexed_metadata,
             ) {
-                Ok(valid) => self.search(valid).await,
+                Ok(mut valid) => {
+                    valid.reader = self
+                        .query
+                        .eval
+                        .groups
+                        .as_ref()
+                        .map_or(casement_text::Reader::Operator, |groups| {
+                            casement_text::Reader::groups(groups.iter().cloned())
+                        });
+                    self.search(valid).await
+                }
                 Err(error) => Err(error),
             };
             match answer {

@@ -9,6 +9,11 @@
 //! being written, its new and updated points are at the new revision and hidden; the old
 //! revision's points still in place are shown. Between the stamp and the state write (one
 //! engine call), the document has no visible hits at all: absent for a moment, never mixed.
+//!
+//! The state point also says who may read the document: a hit whose document the reader
+//! may not read is dropped here too. The store's filter already left out the points of
+//! such documents; this holds while a change of access is being written (the points
+//! rewritten one operation at a time, the state last).
 
 use std::collections::HashMap;
 
@@ -22,6 +27,7 @@ use crate::error::ApiError;
 pub async fn current_only<S: Store>(
     store: &S,
     hits: Vec<Hit>,
+    reader: &casement_text::Reader,
 ) -> Result<(Vec<Hit>, usize), ApiError> {
     let mut documents: Vec<DocRef<'_>> = hits.iter().map(|h| h.record.doc_ref()).collect();
     documents.sort_unstable();
@@ -29,7 +35,7 @@ pub async fn current_only<S: Store>(
     let mut indexed: HashMap<(Option<String>, String), u64> = HashMap::new();
     for doc in documents {
         let state = store.document(doc).await.map_err(ApiError::store)?;
-        if let Some(state) = state.filter(|s| !s.deleted) {
+        if let Some(state) = state.filter(|s| !s.deleted && s.readable_by(reader)) {
             indexed.insert((state.tenant, state.doc_id), state.revision);
         }
     }

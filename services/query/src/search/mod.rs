@@ -294,6 +294,7 @@ impl<S: Store> Searcher<S> {
                 || self.index(),
                 &request.min_revision,
                 tenant,
+                &request.reader,
                 self.max_wait,
             )
             .await?;
@@ -335,6 +336,7 @@ impl<S: Store> Searcher<S> {
                         tenant: request.tenant.clone(),
                         doc_ids: request.doc_ids.clone(),
                         metadata: request.metadata.clone(),
+                        reader: request.reader.clone(),
                     },
                     channels: self.search.channels,
                     channel_ranks: false,
@@ -342,7 +344,7 @@ impl<S: Store> Searcher<S> {
                 .await
                 .map_err(ApiError::store)?;
             let exhausted = hits.len() < limit;
-            let (hits, hidden) = current::current_only(&index.store, hits).await?;
+            let (hits, hidden) = current::current_only(&index.store, hits, &request.reader).await?;
             if hidden > 0 {
                 tracing::debug!(
                     hidden,

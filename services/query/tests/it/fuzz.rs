@@ -15,6 +15,7 @@ use casement_text::Format;
 use support::*;
 
 const KEY: &str = "fuzz-key-0123456789abcdef";
+const USER_SECRET: &str = "fuzz-user-secret-0123456789abcdef0123";
 
 fn schemathesis() -> PathBuf {
     let dir = std::env::var_os("CASEMENT_TOOLS_DIR").map_or_else(
@@ -51,11 +52,24 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         .unwrap();
     let mut config = QueryConfig::default();
     config.auth.keys = vec![ApiKey {
+        groups: None,
         token: KEY.into(),
         tenant: None,
         name: None,
     }];
     config.limits.max_wait_ms = 100;
+    // A person's token on every request (a valid one: the 401s of bad tokens are the
+    // access tests'), so the fuzzing goes into the searches and documents behind it.
+    config.auth.jwt = Some(casement_query::config::JwtConfig {
+        secret: USER_SECRET.into(),
+        ..Default::default()
+    });
+    let user = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &serde_json::json!({"sub": "fuzz", "groups": ["staff"], "exp": 4_102_444_800_u64}),
+        &jsonwebtoken::EncodingKey::from_secret(USER_SECRET.as_bytes()).unwrap(),
+    )
+    .unwrap();
     let served = serve(config, store).await;
 
     let examples = std::env::var("SCHEMATHESIS_MAX_EXAMPLES").unwrap_or_else(|_| "100".into());
@@ -67,6 +81,7 @@ async fn schemathesis_finds_no_server_error_and_no_schema_violation() {
         .args(["--max-examples", &examples, "--seed", "20261123", "--workers", "1"])
         .args(["--generation-database", "none", "--no-color", "--request-timeout", "30"])
         .args(["--header", &format!("Authorization: Bearer {KEY}")])
+        .args(["--header", &format!("X-Casement-User: {user}")])
         .arg("--report-dir")
         .arg(&report)
         .env("SCHEMATHESIS_HOOKS", "")

@@ -24,16 +24,19 @@ fn config() -> QueryConfig {
     let mut config = QueryConfig::default();
     config.auth.keys = vec![
         ApiKey {
+            groups: None,
             token: ACME.into(),
             tenant: Some("acme".into()),
             name: None,
         },
         ApiKey {
+            groups: None,
             token: GLOBEX.into(),
             tenant: Some("globex".into()),
             name: None,
         },
         ApiKey {
+            groups: None,
             token: ADMIN.into(),
             tenant: None,
             name: None,

@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod access;
 mod cli;
 mod fuzz;
 mod http;

@@ -35,6 +35,7 @@ async fn bad_requests_get_4xx_with_a_message_and_metrics_are_documented() {
         .unwrap();
     let mut config = QueryConfig::default();
     config.auth.keys = vec![ApiKey {
+        groups: None,
         token: ACME.into(),
         tenant: Some("acme".into()),
         name: None,

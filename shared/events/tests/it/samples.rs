@@ -115,6 +115,7 @@ fn mediawiki_page_change_upserts_or_names_the_revision_to_fetch() {
     assert_eq!(
         event.change,
         Change::Fetch(RevisionRef {
+            access: None,
             doc_id: "example:1".into(),
             tenant: None,
             revision: 2,

@@ -283,6 +283,7 @@ mod tests {
     #[test]
     fn a_log_folds_by_the_fence_rules() {
         let event = |doc: &str, revision: u64, change: &str, content: &str| LogEvent {
+            access: None,
             doc_id: doc.into(),
             revision,
             title: None,

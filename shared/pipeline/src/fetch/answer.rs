@@ -98,6 +98,7 @@ fn revision_content(
 /// names the page now.
 pub fn revision_of(reference: &casement_events::RevisionRef, fetched: Fetched) -> Revision {
     Revision {
+        access: reference.access.clone(),
         metadata: Default::default(),
         doc_id: reference.doc_id.clone(),
         revision: reference.revision,

@@ -63,7 +63,12 @@ pub fn run(
                 payload: bytes,
             }),
         },
-        Body::Event(event) => within_limit(event, config),
+        Body::Event(mut event) => {
+            // A local source's event (a watched file, the webhook's) that does not say
+            // who may read it gets the default, as a decoded one does.
+            config.access.resolve(&mut event);
+            within_limit(event, config)
+        }
     };
     metrics.stage(Stage::Decode, started.elapsed());
     decoded
@@ -108,6 +113,7 @@ mod tests {
     fn built(content: &str) -> Body {
         Body::Event(Box::new(Event {
             change: Change::Upsert(Revision {
+                access: None,
                 metadata: Default::default(),
                 doc_id: "kb/a".into(),
                 revision: 3,

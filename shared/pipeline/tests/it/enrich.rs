@@ -53,6 +53,7 @@ async fn completions(State(stub): State<Stub>, Json(body): Json<Value>) -> Respo
 fn upsert(revision: u64, a: &str, b: &str) -> Event {
     Event {
         change: Change::Upsert(casement_text::Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: "kb/router".into(),
             revision,

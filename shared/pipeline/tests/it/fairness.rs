@@ -37,6 +37,7 @@ impl Acknowledge for NoCommits {
 fn upsert(doc_id: &str, content: String) -> Event {
     Event {
         change: casement_events::Change::Upsert(Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: doc_id.into(),
             revision: 1,

@@ -144,6 +144,7 @@ async fn a_backlog_shares_model_batches_and_flushes_and_is_acknowledged_only_whe
     for n in 0..DOCUMENTS {
         let event = Event {
             change: casement_events::Change::Upsert(Revision {
+                access: None,
                 metadata: Default::default(),
                 doc_id: format!("faq/{n}"),
                 revision: 1,

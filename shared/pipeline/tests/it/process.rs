@@ -84,6 +84,7 @@ async fn a_revert_costs_no_model_call_and_a_tombstone_fences_older_upserts() {
     let processor = processor(dir.path());
     let upsert = |revision: u64, content: &str| Event {
         change: Change::Upsert(casement_text::Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: "kb/reset".into(),
             revision,
@@ -156,6 +157,7 @@ async fn a_repeated_delete_is_stale_and_a_tombstone_keeps_title_url_and_tenant()
     let processor = processor(dir.path());
     let upsert = |doc_id: &str| Event {
         change: Change::Upsert(casement_text::Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: doc_id.into(),
             revision: 3,
@@ -318,6 +320,7 @@ async fn two_tenants_with_the_same_doc_id_keep_both_documents() {
     let processor = processor(dir.path());
     let upsert = |tenant: &str, revision: u64, content: &str| Event {
         change: Change::Upsert(casement_text::Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: "faq/reset".into(),
             revision,

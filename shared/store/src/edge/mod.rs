@@ -191,6 +191,7 @@ impl EdgeStore {
             let schema = match kind {
                 FieldType::Keyword => PayloadSchemaType::Keyword,
                 FieldType::Integer => PayloadSchemaType::Integer,
+                FieldType::Bool => PayloadSchemaType::Bool,
             };
             shard
                 .update(UpdateOperation::FieldIndexOperation(

@@ -16,10 +16,10 @@ use super::{Inner, engine};
 use crate::bm25::SparseVector;
 use crate::error::{Error, Result};
 use crate::schema::{
-    DENSE_VECTOR, KIND, KIND_DOCUMENT, KIND_SENTENCE, SPARSE_VECTOR, document_from_payload,
-    document_point_id, sentence_from_payload,
+    ACCESS_GROUPS, DENSE_VECTOR, KIND, KIND_DOCUMENT, KIND_SENTENCE, PUBLIC, SPARSE_VECTOR,
+    document_from_payload, document_point_id, sentence_from_payload,
 };
-use crate::{DiskUsage, Hit, HybridQuery, MetadataValues, QueryFilter, StoreStats};
+use crate::{DiskUsage, Hit, HybridQuery, MetadataValues, QueryFilter, Reader, StoreStats};
 
 const SCROLL_PAGE: usize = 1_000;
 
@@ -46,6 +46,18 @@ pub(super) fn sentence_filter(query: &QueryFilter) -> Filter {
             MetadataValues::Integers(values) => json!({ "key": key, "match": { "any": values } }),
             MetadataValues::Bool(value) => json!({ "key": key, "match": { "value": value } }),
         });
+    }
+    if let Reader::Groups(groups) = &query.reader {
+        // `Access::readable_by`: public (or written before access existed), or one of the
+        // reader's groups.
+        let mut should = vec![
+            json!({ "key": PUBLIC, "match": { "value": true } }),
+            json!({ "is_empty": { "key": PUBLIC } }),
+        ];
+        if !groups.is_empty() {
+            should.push(json!({ "key": ACCESS_GROUPS, "match": { "any": groups } }));
+        }
+        must.push(json!({ "should": should }));
     }
     filter(json!({ "must": must }))
 }

@@ -250,6 +250,7 @@ impl ServerStore {
             let kind = match kind {
                 FieldType::Keyword => QdrantFieldType::Keyword,
                 FieldType::Integer => QdrantFieldType::Integer,
+                FieldType::Bool => QdrantFieldType::Bool,
             };
             self.client
                 .create_field_index(

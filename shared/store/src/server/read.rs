@@ -17,10 +17,10 @@ use uuid::Uuid;
 use super::{ServerStore, grpc};
 use crate::error::{Error, Result};
 use crate::schema::{
-    DENSE_VECTOR, KIND, KIND_DOCUMENT, KIND_SENTENCE, SPARSE_VECTOR, document_from_payload,
-    document_point_id, sentence_from_payload,
+    ACCESS_GROUPS, DENSE_VECTOR, KIND, KIND_DOCUMENT, KIND_SENTENCE, PUBLIC, SPARSE_VECTOR,
+    document_from_payload, document_point_id, sentence_from_payload,
 };
-use crate::{Hit, HybridQuery, MetadataValues, QueryFilter, StoreStats};
+use crate::{Hit, HybridQuery, MetadataValues, QueryFilter, Reader, StoreStats};
 
 const SCROLL_PAGE: u32 = 1_000;
 
@@ -43,6 +43,18 @@ pub(super) fn sentence_filter(query: &QueryFilter) -> Filter {
             MetadataValues::Integers(values) => Condition::matches(key, values.clone()),
             MetadataValues::Bool(value) => Condition::matches(key, *value),
         });
+    }
+    if let Reader::Groups(groups) = &query.reader {
+        // `Access::readable_by`: public (or written before access existed), or one of the
+        // reader's groups.
+        let mut should = vec![
+            Condition::matches(PUBLIC, true),
+            Condition::is_empty(PUBLIC),
+        ];
+        if !groups.is_empty() {
+            should.push(Condition::matches(ACCESS_GROUPS, groups.clone()));
+        }
+        must.push(Filter::should(should).into());
     }
     Filter::must(must)
 }

@@ -14,6 +14,7 @@ fn new_document(sentences: usize) -> ChangePlan {
         .collect::<Vec<_>>()
         .join(" ");
     let revision = Revision {
+        access: None,
         metadata: Default::default(),
         doc_id: "doc".to_owned(),
         revision: 3,

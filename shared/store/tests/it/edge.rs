@@ -75,6 +75,11 @@ async fn metadata_filter() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_filter() {
+    contract::access_filter(&Edge::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_off_write_heals() {
     for seed in [1, 2, 3] {
         contract::cut_off_write_heals(&Edge::new(), seed).await;

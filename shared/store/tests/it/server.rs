@@ -71,6 +71,7 @@ scenario!(settings_recorded_and_checked);
 scenario!(sparse_channel_finds_identifier);
 scenario!(tenant_filter);
 scenario!(metadata_filter);
+scenario!(access_filter);
 scenario!(cut_off_write_heals, 1);
 
 /// Casement's collections are behind an alias (`<name>.1` behind `<name>`). When a

@@ -52,6 +52,7 @@ impl Doc {
 
     fn revision(&self, number: u64) -> Revision {
         Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: "prop-doc".into(),
             revision: number,
@@ -329,6 +330,7 @@ proptest! {
     {
         let content: String = paragraphs.iter().map(|p| p.join(" ")).collect::<Vec<_>>().join("\n\n");
         let revision = Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: "t".into(), revision: 1, title: None, url: None, tenant: None,
             format: Format::Text, content: content.clone(),
@@ -363,6 +365,7 @@ proptest! {
         format in prop::sample::select(&[Format::Markdown, Format::Html, Format::Text, Format::Wikitext][..]),
     ) {
         let revision = Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: "fuzz".into(), revision: 1, title: None, url: None, tenant: None,
             format, content,

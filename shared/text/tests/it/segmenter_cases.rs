@@ -5,6 +5,7 @@ use casement_text::{CodeBlocks, Format, Revision, SegmentedRevision, TextConfig,
 
 fn revision(format: Format, content: &str) -> Revision {
     Revision {
+        access: None,
         metadata: Default::default(),
         doc_id: "doc".into(),
         revision: 1,

@@ -56,6 +56,10 @@
 //!   `casement_source_deletes_held{source="watch"}`, until a file appears in it (then the
 //!   missing ones are deleted, through the pipeline's mass-deletion guard) or an operator
 //!   releases the held deletes.
+//! - **Access travels with the files.** A file's front matter (`access: [hr, staff]`,
+//!   `access: public`) or the nearest `.access` file at or above its folder says who may
+//!   read its document ([`access`]); a change of a `.access` file sends the documents
+//!   below it again (a payload rewrite, nothing embedded).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -67,6 +71,7 @@ use casement_events::{NativeEvent, NativeType};
 use casement_pipeline::SourceId;
 use tokio::time::Instant;
 
+pub mod access;
 pub(crate) mod files;
 mod state;
 #[cfg(test)]
@@ -471,7 +476,11 @@ impl Watcher {
         };
         let known = self.state.get(&file.doc_id).cloned();
         let alive = known.as_ref().filter(|e| !e.deleted);
-        if alive.is_some_and(|e| e.mtime_ns == file.stamp.mtime_ns && e.len == file.stamp.len) {
+        let root = self.root_of(&file.path);
+        let folder_access = root.map_or(0, |root| access::folder_stamp(&root, &file.path));
+        let same_file =
+            alive.is_some_and(|e| e.mtime_ns == file.stamp.mtime_ns && e.len == file.stamp.len);
+        if same_file && alive.is_some_and(|e| e.folder_access == folder_access) {
             self.settling.remove(&file.doc_id);
             self.reported.remove(&file.path);
             return Ok(false);
@@ -485,7 +494,9 @@ impl Watcher {
         let time_moved = known
             .as_ref()
             .is_none_or(|e| file.stamp.mtime_ns > e.mtime_ns);
+        // (Only a `.access` file changed: the file itself is not being written.)
         if let Some(now) = now
+            && !same_file
             && !self.settled(&file.doc_id, file.stamp, now, time_moved)
         {
             return Ok(false);
@@ -511,7 +522,7 @@ impl Watcher {
         self.reported.remove(&file.path);
         let hash = xxhash_rust::xxh3::xxh3_64(content.as_bytes());
         let mtime_secs = (file.stamp.mtime_ns / 1_000_000_000) as u64;
-        let unchanged = alive.is_some_and(|e| e.hash == hash);
+        let unchanged = alive.is_some_and(|e| e.hash == hash && e.folder_access == folder_access);
         let revision = match &known {
             Some(entry) if unchanged => entry.revision,
             Some(entry) => mtime_secs.max(entry.revision + 1),
@@ -526,6 +537,7 @@ impl Watcher {
                 deleted: false,
                 mtime_ns: file.stamp.mtime_ns,
                 len: file.stamp.len,
+                folder_access,
             },
         );
         if !unchanged {
@@ -598,6 +610,15 @@ impl Watcher {
         outcome.reported.push((path.to_owned(), why.clone()));
     }
 
+    /// The watched folder `path` is under.
+    fn root_of(&self, path: &Path) -> Option<PathBuf> {
+        self.config
+            .dirs
+            .iter()
+            .find(|root| path.starts_with(root))
+            .cloned()
+    }
+
     fn save(&self) {
         if let Err(error) = write_state(&self.state_path, &self.state) {
             tracing::warn!(%error, path = %self.state_path.display(), "cannot save the watch state");
@@ -620,7 +641,9 @@ impl Watcher {
             .and_then(|ns| i64::try_from(ns / 1_000_000).ok())
             .and_then(chrono::DateTime::<chrono::Utc>::from_timestamp_millis)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        let access = access::of(self.root_of(path).as_deref(), path, &content);
         let event = NativeEvent {
+            access,
             kind: NativeType::Upsert,
             doc_id: doc_id.to_owned(),
             revision,

@@ -22,6 +22,10 @@ pub(super) struct Entry {
     pub mtime_ns: u128,
     #[serde(default)]
     pub len: u64,
+    /// What the `.access` files above the file said when it was sent
+    /// (`access::folder_stamp`; 0: none): a change sends the file again.
+    #[serde(default)]
+    pub folder_access: u64,
 }
 
 pub(super) fn now_secs() -> u64 {
@@ -47,6 +51,7 @@ pub fn adopt(data_dir: &Path, files: &[(String, PathBuf, u64)]) -> anyhow::Resul
                 deleted: false,
                 mtime_ns: super::files::mtime_ns(&meta),
                 len: meta.len(),
+                folder_access: 0,
             },
         );
     }

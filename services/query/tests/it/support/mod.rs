@@ -62,6 +62,7 @@ pub fn upsert(
 ) -> Event {
     Event {
         change: Change::Upsert(Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: doc_id.into(),
             revision,

@@ -91,6 +91,7 @@ pub fn build_cases_read(
     for line in text.lines().step_by(article_stride) {
         let article: Article = serde_json::from_str(line).expect("article");
         let revision = Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: article.title.clone(),
             revision: 1,

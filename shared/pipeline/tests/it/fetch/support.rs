@@ -79,6 +79,7 @@ pub fn doc_id(revision: &WikiRevision) -> String {
 /// The records a fresh index would hold for `revision` under `title`.
 pub fn rebuild(revision: &WikiRevision, title: &str) -> Vec<casement_text::SentenceRecord> {
     let revision = Revision {
+        access: None,
         metadata: Default::default(),
         doc_id: doc_id(revision),
         revision: revision.rev_id,

@@ -24,6 +24,7 @@ struct SampleEvent {
 impl SampleEvent {
     fn revision(&self) -> Revision {
         Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: self.doc_id.clone(),
             revision: self.revision,

@@ -9,7 +9,7 @@ mod search;
 mod writes;
 
 pub use healing::cut_off_write_heals;
-pub use search::{metadata_filter, sparse_channel_finds_identifier, tenant_filter};
+pub use search::{access_filter, metadata_filter, sparse_channel_finds_identifier, tenant_filter};
 pub use writes::{
     delete_tombstone_stale, documents_listing, payload_update_keeps_vector, read_back_exactly,
     schema_and_reopen, settings_recorded_and_checked,
@@ -65,6 +65,7 @@ pub const INDEXED_METADATA: [&str; 2] = ["team", "tier"];
 
 pub fn markdown(doc_id: &str, revision: u64, tenant: Option<&str>, content: &str) -> Revision {
     Revision {
+        access: None,
         metadata: Default::default(),
         doc_id: doc_id.to_owned(),
         revision,

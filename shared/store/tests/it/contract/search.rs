@@ -288,3 +288,83 @@ pub async fn metadata_filter<H: Harness>(harness: &H) {
     .expect("plan");
     assert!(again.is_noop(), "nothing left to change: {again:?}");
 }
+
+/// A reader's query matches only the points of documents it may read (public ones, those
+/// of its groups; an operator every one), inside the engine; a revision that changes only
+/// who may read a document rewrites payloads without embedding anything, and the filter
+/// follows it at once. A deleted document's tombstone keeps its access.
+pub async fn access_filter<H: Harness>(harness: &H) {
+    use casement_store::Reader;
+    use casement_text::Access;
+    let store = harness.open().await;
+    let with = |doc_id: &str, revision: u64, access: Option<Access>| {
+        let mut revision = markdown(doc_id, revision, None, GUIDE);
+        revision.access = access;
+        revision
+    };
+    index(&store, &with("open", 1, Some(Access::public()))).await;
+    index(
+        &store,
+        &with("hr", 1, Some(Access::groups(["hr", "staff"]))),
+    )
+    .await;
+    index(
+        &store,
+        &with("finance", 1, Some(Access::groups(["finance"]))),
+    )
+    .await;
+    index(&store, &with("sealed", 1, Some(Access::deny()))).await;
+    // No access given: public (the pipeline gives events its default before this).
+    index(&store, &with("legacy", 1, None)).await;
+    let docs_of = |reader: Reader| {
+        let store = &store;
+        async move {
+            let filter = QueryFilter {
+                reader,
+                ..QueryFilter::default()
+            };
+            let hits = store
+                .query(&query("rotate keys deploy", 100, filter))
+                .await
+                .expect("query");
+            let mut docs: Vec<String> = hits.into_iter().map(|h| h.record.doc_id).collect();
+            docs.sort();
+            docs.dedup();
+            docs
+        }
+    };
+    assert_eq!(docs_of(Reader::public()).await, ["legacy", "open"]);
+    assert_eq!(
+        docs_of(Reader::groups(["staff"])).await,
+        ["hr", "legacy", "open"]
+    );
+    assert_eq!(
+        docs_of(Reader::groups(["finance", "hr"])).await,
+        ["finance", "hr", "legacy", "open"]
+    );
+    assert_eq!(
+        docs_of(Reader::Operator).await,
+        ["finance", "hr", "legacy", "open", "sealed"]
+    );
+    let state = store.document("hr").await.expect("state").expect("indexed");
+    assert_eq!(state.access(), Access::groups(["hr", "staff"]));
+    assert!(!state.readable_by(&Reader::public()));
+
+    // Revoked: from public to `hr`. Payloads only, and the filter follows.
+    let records = store.records("open").await.expect("records");
+    let (plan, _) = index(&store, &with("open", 2, Some(Access::groups(["hr"])))).await;
+    assert!(plan.embed.is_empty(), "nothing re-embedded");
+    assert_eq!(plan.update_payload.len(), records.len());
+    assert_eq!(docs_of(Reader::public()).await, ["legacy"]);
+    assert_eq!(
+        docs_of(Reader::groups(["hr"])).await,
+        ["hr", "legacy", "open"]
+    );
+    // Deleted: the tombstone keeps the access it had.
+    casement_store::delete_document(&store, "hr", 2)
+        .await
+        .expect("delete");
+    let tombstone = store.document("hr").await.expect("state").expect("kept");
+    assert!(tombstone.deleted);
+    assert_eq!(tombstone.access(), Access::groups(["hr", "staff"]));
+}

@@ -44,6 +44,7 @@ impl CorpusEvent {
 
     pub fn to_revision(&self) -> Revision {
         Revision {
+            access: None,
             metadata: Default::default(),
             doc_id: self.doc_id.clone(),
             revision: self.revision,
