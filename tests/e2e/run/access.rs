@@ -234,9 +234,15 @@ async fn a_page_moved_to_hr_leaves_the_customers_answers_and_stays_for_hr() {
         .await;
     assert_eq!(status, 409, "{answer}");
     assert_eq!(answer["error"]["indexed_revision"], 0, "{answer}");
-    assert!(
-        !answer.to_string().contains(&revision.to_string()),
-        "{answer}"
+    // Word for word what a document never indexed answers.
+    let (status, never) = customer
+        .search(json!({"query": "travel", "min_revision": {"wiki:hr/never": revision}}))
+        .await;
+    assert_eq!(status, 409);
+    assert_eq!(
+        answer.to_string().replace(pay, "wiki:hr/never"),
+        never.to_string(),
+        "an unreadable page answers as one never indexed"
     );
 
     // The admin routes are the operator's: a bot key with groups is refused.

@@ -115,7 +115,8 @@ fn mediawiki_page_change_upserts_or_names_the_revision_to_fetch() {
     assert_eq!(
         event.change,
         Change::Fetch(RevisionRef {
-            access: None,
+            // No namespace map: the default (public).
+            access: Some(casement_text::Access::public()),
             doc_id: "example:1".into(),
             tenant: None,
             revision: 2,
@@ -279,7 +280,7 @@ fn the_schema_file_is_valid_json_and_names_every_field() {
     let full = json!({
         "type": "upsert", "doc_id": "d", "revision": 1, "title": "T", "format": "html",
         "content": "<p>x</p>", "tenant": "t", "url": "https://x", "metadata": {"a": 1},
-        "event_time": "2026-11-22T10:00:00Z"
+        "access": {"groups": ["hr"]}, "event_time": "2026-11-22T10:00:00Z"
     });
     for key in full.as_object().expect("object").keys() {
         assert!(properties.contains(&key.as_str()), "{key} is in the schema");
@@ -287,4 +288,101 @@ fn the_schema_file_is_valid_json_and_names_every_field() {
     assert_eq!(properties.len(), full.as_object().expect("object").len());
     let bytes = serde_json::to_vec(&full).expect("json");
     decode(Some(&bytes), Some(b"d"), &auto()).expect("the full example decodes");
+}
+
+/// Who may read a document travels in every format: the native event's (and a CloudEvent's)
+/// `access`, a Debezium column, a MediaWiki namespace mapped to groups; an event that says
+/// nothing gets `[access] default`; a bad group is rejected (`schema`).
+#[test]
+fn access_travels_in_every_format_and_defaults_from_config() {
+    use casement_events::{AccessConfig, AccessDefault};
+    use casement_text::Access;
+    let access_of = |bytes: &[u8], config: &DecodeConfig| match decode(Some(bytes), None, config)
+        .expect("decodes")
+        .change
+    {
+        Change::Upsert(revision) | Change::Restore(revision) => revision.access,
+        Change::Fetch(reference) => reference.access,
+        Change::Delete { .. } => panic!("a delete"),
+    };
+    let native = |access: Value| {
+        let mut event = json!({"type": "upsert", "doc_id": "hr/leave", "revision": 3,
+            "format": "markdown", "content": "# Leave\n\nSixteen weeks.\n"});
+        if !access.is_null() {
+            event["access"] = access;
+        }
+        serde_json::to_vec(&event).expect("json")
+    };
+    let deny = auto().with_access(AccessConfig {
+        default: AccessDefault::Deny,
+        ..AccessConfig::default()
+    });
+    assert_eq!(
+        access_of(&native(json!({"groups": ["staff", "hr", "hr"]})), &auto()),
+        Some(Access::groups(["hr", "staff"]))
+    );
+    assert_eq!(
+        access_of(&native(json!({"public": true, "groups": ["hr"]})), &deny),
+        Some(Access::public())
+    );
+    assert_eq!(
+        access_of(&native(Value::Null), &auto()),
+        Some(Access::public())
+    );
+    assert_eq!(access_of(&native(Value::Null), &deny), Some(Access::deny()));
+    let bad = decode(Some(&native(json!({"groups": [""]}))), None, &auto()).expect_err("bad");
+    assert_eq!(bad.reason, "schema");
+    assert!(
+        decode(Some(&native(json!({"everyone": true}))), None, &auto()).is_err(),
+        "unknown keys in access are refused"
+    );
+    // A CloudEvent's data is a native event.
+    let cloud = json!({"specversion": "1.0", "id": "1", "source": "/cms", "type": "page",
+        "data": serde_json::from_slice::<Value>(&native(json!({"groups": ["hr"]}))).expect("json")});
+    assert_eq!(
+        access_of(&serde_json::to_vec(&cloud).expect("json"), &auto()),
+        Some(Access::groups(["hr"]))
+    );
+    // A Debezium column.
+    let line = read("debezium/mysql-inventory-products.jsonl")
+        .lines()
+        .next()
+        .expect("line")
+        .to_owned();
+    let mut row: Value = serde_json::from_str(&line).expect("json");
+    let payload = if row.get("payload").is_some() {
+        &mut row["payload"]
+    } else {
+        &mut row
+    };
+    payload["after"]["acl"] = json!("hr, finance");
+    let columns = DecodeConfig {
+        debezium: DebeziumColumns {
+            content: "description".into(),
+            format: "text".into(),
+            access: Some("acl".into()),
+            ..DebeziumColumns::default()
+        },
+        ..auto()
+    };
+    assert_eq!(
+        access_of(&serde_json::to_vec(&row).expect("json"), &columns),
+        Some(Access::groups(["finance", "hr"]))
+    );
+    // A MediaWiki namespace mapped to groups (the example's page, moved into namespace 100).
+    let mut page: Value = serde_json::from_str(&read(
+        "wikimedia/examples/mediawiki-page-change-1.2.0.example1.json",
+    ))
+    .expect("json");
+    page["page"]["is_redirect"] = json!(false);
+    let wiki = auto().with_access(AccessConfig {
+        mediawiki_namespaces: [("100".to_owned(), vec!["hr".to_owned()])].into(),
+        ..AccessConfig::default()
+    });
+    page["page"]["namespace_id"] = json!(100);
+    let bytes = serde_json::to_vec(&page).expect("json");
+    assert_eq!(access_of(&bytes, &wiki), Some(Access::groups(["hr"])));
+    page["page"]["namespace_id"] = json!(0);
+    let bytes = serde_json::to_vec(&page).expect("json");
+    assert_eq!(access_of(&bytes, &wiki), Some(Access::public()));
 }
