@@ -33,7 +33,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** What the index holds for a document (for debugging freshness) */
+        /**
+         * What the index holds for a document (for debugging freshness)
+         * @description A document the reader may not read answers 404, as one never indexed.
+         */
         get: operations["getDocument"];
         put?: never;
         post?: never;
@@ -50,7 +53,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The citation text of the indexed revision, which char_start/char_end point into (a document whose own id ends in /text is answered by getDocument) */
+        /**
+         * The citation text of the indexed revision, which char_start/char_end point into (a document whose own id ends in /text is answered by getDocument)
+         * @description A document the reader may not read answers 404, as one never indexed.
+         */
         get: operations["getDocumentText"];
         put?: never;
         post?: never;
@@ -349,7 +355,7 @@ export interface components {
         Error: {
             error: {
                 /** @enum {string} */
-                code: "malformed_request" | "invalid_request" | "unsupported_media_type" | "body_too_large" | "unauthorized" | "forbidden" | "not_found" | "revision_not_indexed" | "timeout" | "unavailable";
+                code: "malformed_request" | "invalid_request" | "unsupported_media_type" | "body_too_large" | "unauthorized" | "invalid_user_token" | "forbidden" | "not_found" | "revision_not_indexed" | "timeout" | "unavailable";
                 message: string;
                 /** @description With revision_not_indexed: the document still behind. */
                 doc_id?: string;
@@ -425,6 +431,11 @@ export interface components {
             /** @description Free-form JSON object: stored with every point of the document and returned with each search result; searches can filter on the keys the operator lists in store.indexed_metadata. A revision that changes only the metadata rewrites payloads, not vectors */
             metadata?: {
                 [key: string]: unknown;
+            };
+            /** @description Who may read the document: {"groups": [...]} (readers in any of these groups), {"public": true} (every reader; with groups too, still public), {} (operators only). Absent: the source's default ([access] default). A revision that changes only access rewrites payloads, not vectors */
+            access?: {
+                public?: boolean;
+                groups?: string[];
             };
             /**
              * Format: date-time
@@ -516,7 +527,10 @@ export interface components {
             };
         };
     };
-    parameters: never;
+    parameters: {
+        /** @description The signed-in person a bot asks for: a JSON Web Token verified with [auth.jwt]. The reader is then the key's groups that the token's groups claim names too. A missing verifier, a bad signature or an expired token is a 401 invalid_user_token. */
+        CasementUser: string;
+    };
     requestBodies: never;
     headers: never;
     pathItems: never;
@@ -526,7 +540,10 @@ export interface operations {
     search: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The signed-in person a bot asks for: a JSON Web Token verified with [auth.jwt]. The reader is then the key's groups that the token's groups claim names too. A missing verifier, a bad signature or an expired token is a 401 invalid_user_token. */
+                "X-Casement-User"?: components["parameters"]["CasementUser"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -562,7 +579,10 @@ export interface operations {
                 /** @description The document's tenant, for a key bound to none (a tenant-bound key looks in its own; another: 403). Left out: the document without a tenant. */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The signed-in person a bot asks for: a JSON Web Token verified with [auth.jwt]. The reader is then the key's groups that the token's groups claim names too. A missing verifier, a bad signature or an expired token is a 401 invalid_user_token. */
+                "X-Casement-User"?: components["parameters"]["CasementUser"];
+            };
             path: {
                 doc_id: string;
             };
@@ -593,7 +613,10 @@ export interface operations {
                 /** @description The document's tenant, for a key bound to none (a tenant-bound key looks in its own; another: 403). Left out: the document without a tenant. */
                 tenant?: string;
             };
-            header?: never;
+            header?: {
+                /** @description The signed-in person a bot asks for: a JSON Web Token verified with [auth.jwt]. The reader is then the key's groups that the token's groups claim names too. A missing verifier, a bad signature or an expired token is a 401 invalid_user_token. */
+                "X-Casement-User"?: components["parameters"]["CasementUser"];
+            };
             path: {
                 doc_id: string;
             };
