@@ -1,7 +1,9 @@
 //! Head-of-line blocking (issue 22): a large valid document takes turns on the model with
 //! the other lanes' events (the batcher anchors each batch on the event served longest ago),
-//! so a small edit sent while it is being embedded finishes long before it; a revision over `max_document_sentences` is
-//! dead-lettered as too large instead of being embedded.
+//! so a small edit sent while it is being embedded finishes long before it, and so does a
+//! revocation (a revision that changes only who may read a page: nothing to embed); a
+//! revision over `max_document_sentences` is dead-lettered as too large instead of being
+//! embedded.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -120,13 +122,24 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
 
     // 960 sentences: 30 slices of 32 on the model.
     let big = "handbook/everything";
-    let small = (0..)
+    let mut other_lane = (0..)
         .map(|i| format!("faq/{i}"))
-        .find(|id| lane_of(id, 2) != lane_of(big, 2))
-        .expect("a document on the other lane");
+        .filter(|id| lane_of(id, 2) != lane_of(big, 2));
+    let small = other_lane.next().expect("a document on the other lane");
+    // A public page, indexed first; revoked (made hr only) while the big one embeds.
+    let policy = other_lane
+        .next()
+        .expect("another document on the other lane");
+    let policy_text = "# Pay\n\nSalary bands are reviewed every March.\n";
+    send(upsert(&policy, policy_text.into()))
+        .await
+        .expect("send");
+    let indexed = finished.recv().await.expect("finished");
+    assert!(matches!(indexed.outcome, Outcome::Applied(d) if d.embedded == 1));
+    let batches_before = metrics.embedding_batch.get_sample_count();
     send(upsert(big, sentences(960))).await.expect("send");
     let started = Instant::now();
-    while metrics.embedding_batch.get_sample_count() == 0 {
+    while metrics.embedding_batch.get_sample_count() == batches_before {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the big document never reached the model"
@@ -140,12 +153,34 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
     ))
     .await
     .expect("send");
+    let mut revoke = upsert(&policy, policy_text.into());
+    if let casement_events::Change::Upsert(revision) = &mut revoke.change {
+        revision.revision = 2;
+        revision.access = Some(casement_text::Access::groups(["hr"]));
+    }
+    send(revoke).await.expect("send");
     let first = finished.recv().await.expect("finished");
     let small_took = sent_small.elapsed();
-    let slices_before_small = metrics.embedding_batch.get_sample_count();
+    let revoked = finished.recv().await.expect("finished");
+    let revoke_took = sent_small.elapsed();
+    let slices_before_small = metrics.embedding_batch.get_sample_count() - batches_before;
     let second = finished.recv().await.expect("finished");
     let big_took = sent_small.elapsed();
-    let slices = metrics.embedding_batch.get_sample_count();
+    let slices = metrics.embedding_batch.get_sample_count() - batches_before;
+    eprintln!(
+        "revocation: {} ms after the small edit was sent",
+        revoke_took.as_millis()
+    );
+    assert_eq!(
+        revoked.document.as_ref().map(|d| d.0.as_str()),
+        Some(policy.as_str()),
+        "the revocation finishes before the large document"
+    );
+    assert!(
+        matches!(revoked.outcome, Outcome::Applied(d) if d.embedded == 0),
+        "a change of access embeds nothing: {:?}",
+        revoked.outcome
+    );
     eprintln!(
         "small edit: {} ms after it was sent, {slices_before_small} slices on the model by then; \
          the large document: {} ms, {slices} slices",
@@ -184,7 +219,10 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
         "{}",
         letters[0].detail
     );
-    assert_eq!(metrics.embedding_batch.get_sample_count(), slices);
+    assert_eq!(
+        metrics.embedding_batch.get_sample_count() - batches_before,
+        slices
+    );
     shutdown.trigger();
     drop(input);
     while tasks.join_next().await.is_some() {}
