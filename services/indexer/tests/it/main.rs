@@ -10,3 +10,4 @@ mod kafka;
 mod migrate_server;
 mod restart;
 mod support;
+mod tls;
