@@ -1,7 +1,7 @@
 # The two commands of the README: `make run` and `make test`. Everything else is optional.
 CARGO ?= cargo
 
-.PHONY: run dry-run test provision-test check-doc-links models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk bench-watch eval train-ranker fuzz-query fuzz soak fmt
+.PHONY: run dry-run test system-deps provision-test check-doc-links models tools check-deploy dist test-python-client test-typescript-client bench-text bench-embed bench-rerank bench-store bench-pipeline bench-backfill bench-query bench-wiki bench-migrate bench-disk bench-watch eval train-ranker fuzz-query fuzz soak fmt
 
 ## The all-in-one on the bundled sample (or `make run ARGS="--replay LOG --watch DIR"`):
 ## provisions the models, builds, indexes with a progress bar, runs the sample's golden set
@@ -63,7 +63,7 @@ CLIPPY_DRIVER ?= clippy-driver
 test: export CARGO_INCREMENTAL = 0
 test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 test: export CLIPPY_ARGS = -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
-test: check-doc-links
+test: check-doc-links system-deps
 	$(CARGO) fmt --all -- --check
 	@mkdir -p target; \
 	$(MAKE) --no-print-directory provision-test > target/provision-test.log 2>&1 & provision=$$!; \
@@ -74,6 +74,16 @@ test: check-doc-links
 	$(CARGO) test --workspace --locked
 	clients/python/run-tests.sh
 	clients/typescript/run-tests.sh
+
+## The Kafka indexer's librdkafka is built with TLS against the system OpenSSL: Debian's
+## libssl-dev and pkg-config, installed here when missing (as root, or with sudo).
+system-deps:
+	@pkg-config --exists openssl 2>/dev/null || { \
+	  echo "installing libssl-dev and pkg-config (librdkafka's TLS)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get install -y --no-install-recommends libssl-dev pkg-config \
+	    || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends libssl-dev pkg-config; }; \
+	}
 
 ## What `make test` needs besides the build: models, test tools, the clients' pinned
 ## toolchains, and the deploy/ validation. Mostly network and disk; turning the wheels'
