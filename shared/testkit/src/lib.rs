@@ -8,6 +8,7 @@
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod metrics_doc;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

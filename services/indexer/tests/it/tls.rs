@@ -7,165 +7,16 @@
 //! Certificates are made at test time with the `openssl` CLI.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use casement_testkit::tls::{TlsEndpoint, pki};
 
 use casement_indexer::config::KafkaConfig;
 use rdkafka::ClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("the openssl CLI");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA (`<name>-ca.pem`) and a certificate it signs for 127.0.0.1
-/// (`<name>-leaf.pem`, `<name>-leaf.key`).
-fn pki(dir: &Path, name: &str) {
-    let ca = format!("{name}-ca");
-    let leaf = format!("{name}-leaf");
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name} test CA"),
-            "-keyout",
-            &format!("{ca}.key"),
-            "-out",
-            &format!("{ca}.pem"),
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            &format!("{leaf}.key"),
-            "-out",
-            &format!("{leaf}.csr"),
-        ],
-    );
-    std::fs::write(
-        dir.join("san.ext"),
-        "subjectAltName = IP:127.0.0.1, DNS:localhost\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-days",
-            "2",
-            "-in",
-            &format!("{leaf}.csr"),
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-extfile",
-            "san.ext",
-            "-out",
-            &format!("{leaf}.pem"),
-        ],
-    );
-}
-
-/// `openssl s_server` on a free loopback port; what it decrypts is collected.
-struct Endpoint {
-    child: Child,
-    port: u16,
-    received: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Endpoint {
-    fn start(dir: &Path, name: &str, client_ca: Option<&str>) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut command = Command::new("openssl");
-        command.current_dir(dir).args([
-            "s_server",
-            "-accept",
-            &format!("127.0.0.1:{port}"),
-            "-cert",
-            &format!("{name}-leaf.pem"),
-            "-key",
-            &format!("{name}-leaf.key"),
-            "-quiet",
-        ]);
-        if let Some(ca) = client_ca {
-            // mTLS: a client certificate signed by this CA is required.
-            command.args(["-Verify", "1", "-CAfile", ca]);
-        }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("openssl s_server");
-        let received = Arc::new(Mutex::new(Vec::new()));
-        let mut stdout = child.stdout.take().unwrap();
-        let sink = received.clone();
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 4096];
-            while let Ok(n) = stdout.read(&mut buffer) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&buffer[..n]);
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "s_server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            child,
-            port,
-            received,
-        }
-    }
-
-    fn received(&self) -> Vec<u8> {
-        self.received.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// librdkafka's errors, as the client reports them.
 #[derive(Default, Clone)]
@@ -183,7 +34,7 @@ const CLIENT_ID: &str = "casement-tls-probe";
 
 /// Connects with the indexer's client settings and `properties`; returns what the
 /// endpoint decrypted and the client's errors.
-fn connect(endpoint: &Endpoint, properties: &[(&str, &str)]) -> (Vec<u8>, Vec<String>) {
+fn connect(endpoint: &TlsEndpoint, properties: &[(&str, &str)]) -> (Vec<u8>, Vec<String>) {
     let mut config = KafkaConfig {
         bootstrap_servers: format!("127.0.0.1:{}", endpoint.port),
         properties: BTreeMap::new(),
@@ -238,7 +89,7 @@ fn ssl_and_sasl_ssl_complete_the_handshake_with_the_configured_ca_only() {
     let ours = path(dir, "ours-ca.pem");
 
     // SSL, the endpoint's CA configured: the first Kafka request arrives decrypted.
-    let endpoint = Endpoint::start(dir, "ours", None);
+    let endpoint = TlsEndpoint::start(dir, "ours", None);
     let (received, errors) = connect(
         &endpoint,
         &[("security.protocol", "SSL"), ("ssl.ca.location", &ours)],
@@ -250,7 +101,7 @@ fn ssl_and_sasl_ssl_complete_the_handshake_with_the_configured_ca_only() {
     drop(endpoint);
 
     // SASL_SSL with SCRAM-SHA-512: TLS first, the same.
-    let endpoint = Endpoint::start(dir, "ours", None);
+    let endpoint = TlsEndpoint::start(dir, "ours", None);
     let (received, errors) = connect(
         &endpoint,
         &[
@@ -269,7 +120,7 @@ fn ssl_and_sasl_ssl_complete_the_handshake_with_the_configured_ca_only() {
 
     // An endpoint signed by another CA: refused, nothing sent, and the error says why.
     for protocol in ["SSL", "SASL_SSL"] {
-        let endpoint = Endpoint::start(dir, "theirs", None);
+        let endpoint = TlsEndpoint::start(dir, "theirs", None);
         let mut properties = vec![
             ("security.protocol", protocol),
             ("ssl.ca.location", ours.as_str()),
@@ -295,7 +146,7 @@ fn ssl_and_sasl_ssl_complete_the_handshake_with_the_configured_ca_only() {
     }
 
     // mTLS: the endpoint asks for a client certificate signed by our CA.
-    let endpoint = Endpoint::start(dir, "ours", Some("ours-ca.pem"));
+    let endpoint = TlsEndpoint::start(dir, "ours", Some("ours-ca.pem"));
     let (received, errors) = connect(
         &endpoint,
         &[

@@ -81,6 +81,42 @@ fn client(settings: &crate::config::ServerSettings) -> Result<Qdrant> {
         .map_err(|e| Error::Config(format!("store.server: {e}")))
 }
 
+/// A failed first call, in terms of the setting at fault when it is about one: a server
+/// certificate this machine does not trust (`store.server.url` with `https://`), or an
+/// API key the server refuses (`store.server.api_key`).
+fn first_contact(settings: &crate::config::ServerSettings, error: Error) -> Error {
+    let text = error.to_string();
+    let lower = text.to_ascii_lowercase();
+    if settings.url.starts_with("https://")
+        && ["certificate", "unknownissuer", "handshake", "tls"]
+            .iter()
+            .any(|word| lower.contains(word))
+    {
+        return Error::Config(format!(
+            "store.server.url = {:?}: the TLS connection failed ({text}); the server's \
+             certificate must be signed by a CA this machine trusts: the system's roots, or \
+             the PEM file the SSL_CERT_FILE environment variable names",
+            settings.url
+        ));
+    }
+    if [
+        "unauthenticated",
+        "api key",
+        "api-key",
+        "permissiondenied",
+        "permission denied",
+    ]
+    .iter()
+    .any(|word| lower.contains(word))
+    {
+        return Error::Config(format!(
+            "store.server.api_key: the server refused the request ({text}); set the key \
+             the server expects"
+        ));
+    }
+    error
+}
+
 /// gRPC status codes worth a retry (numbering of the gRPC specification).
 const GRPC_DEADLINE_EXCEEDED: i32 = 4;
 const GRPC_UNAVAILABLE: i32 = 14;
@@ -93,15 +129,17 @@ impl ServerStore {
         let settings = &config.server;
         let client = client(settings)?;
         let name = config.collection.clone();
+        // The first call says whether the server can be reached as configured: an error
+        // about its certificate or the API key is put in terms of the setting.
+        let exists = client
+            .collection_exists(&name)
+            .await
+            .map_err(|e| first_contact(settings, grpc("collection exists")(e)))?;
         let (alias, collection, create_alias) = if config.exact_collection {
             (None, name, false)
         } else if let Some(target) = alias::resolve(&client, &name).await? {
             (Some(name), target, false)
-        } else if client
-            .collection_exists(&name)
-            .await
-            .map_err(grpc("collection exists"))?
-        {
+        } else if exists {
             // Made before Casement put its collections behind an alias.
             (None, name, false)
         } else {

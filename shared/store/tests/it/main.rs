@@ -6,3 +6,4 @@ mod compaction;
 mod contract;
 mod edge;
 mod server;
+mod tls;
