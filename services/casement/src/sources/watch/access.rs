@@ -8,7 +8,8 @@
 //! rules) is taken as operators only, with a warning: a mistake hides a page, never shows
 //! one.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use casement_text::Access;
 
@@ -61,48 +62,62 @@ pub fn front_matter(content: &str) -> Option<Result<Access, String>> {
     None
 }
 
-/// The access the nearest `.access` file gives `path` (a file under `root`): `None` when
-/// no folder from the file's up to `root` has one.
-pub fn folder(root: &Path, path: &Path) -> Option<Result<Access, String>> {
-    let mut dir = path.parent();
-    while let Some(current) = dir {
-        let file = current.join(ACCESS_FILE);
-        match std::fs::read_to_string(&file) {
-            Ok(text) => {
-                return Some(parse(&text).map_err(|e| format!("{}: {e}", file.display())));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Some(Err(format!("{}: {e}", file.display()))),
-        }
-        if current == root || !current.starts_with(root) {
-            break;
-        }
-        dir = current.parent();
+/// What the `.access` files say, per folder, read once per scan: each folder's answer (its
+/// own file, else its parent's) is kept, so the files of one folder cost one lookup.
+#[derive(Debug, Default)]
+pub struct Folders(HashMap<PathBuf, Option<Result<Access, String>>>);
+
+impl Folders {
+    /// Forgets every answer: a new scan reads the files again.
+    pub fn clear(&mut self) {
+        self.0.clear();
     }
-    None
-}
 
-/// The access of a watched file: front matter first, then `.access` files; one that
-/// cannot be read is operators only (logged).
-pub fn of(root: Option<&Path>, path: &Path, content: &str) -> Option<Access> {
-    let found = front_matter(content).or_else(|| root.and_then(|root| folder(root, path)))?;
-    // The log names the file, not the groups: no log line says who may read a document.
-    Some(found.unwrap_or_else(|_| {
-        tracing::warn!(path = %path.display(),
-            "watch: cannot read who may read this file (a `.access` file that cannot be read, \
-             or a group name that is empty, over 256 bytes or holds a control character); \
-             indexing it for operators only");
-        Access::deny()
-    }))
-}
+    /// The access the nearest `.access` file gives `path` (a file under `root`): `None`
+    /// when no folder from the file's up to `root` has one.
+    pub fn of(&mut self, root: &Path, path: &Path) -> Option<Result<Access, String>> {
+        self.folder(root, path.parent()?)
+    }
 
-/// What the `.access` files give `path`, as a number to compare between scans (0: none):
-/// a change of a `.access` file sends its folder's documents again.
-pub fn folder_stamp(root: &Path, path: &Path) -> u64 {
-    match folder(root, path) {
-        None => 0,
-        Some(Ok(access)) => xxhash_rust::xxh3::xxh3_64(format!("{access:?}").as_bytes()) | 1,
-        Some(Err(error)) => xxhash_rust::xxh3::xxh3_64(error.as_bytes()) | 1,
+    fn folder(&mut self, root: &Path, dir: &Path) -> Option<Result<Access, String>> {
+        if let Some(known) = self.0.get(dir) {
+            return known.clone();
+        }
+        let file = dir.join(ACCESS_FILE);
+        let found = match std::fs::read_to_string(&file) {
+            Ok(text) => Some(parse(&text).map_err(|e| format!("{}: {e}", file.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match dir.parent() {
+                Some(parent) if dir != root && dir.starts_with(root) => self.folder(root, parent),
+                _ => None,
+            },
+            Err(e) => Some(Err(format!("{}: {e}", file.display()))),
+        };
+        self.0.insert(dir.to_owned(), found.clone());
+        found
+    }
+
+    /// The access of a watched file: front matter first, then `.access` files; one that
+    /// cannot be read is operators only (logged).
+    pub fn access(&mut self, root: Option<&Path>, path: &Path, content: &str) -> Option<Access> {
+        let found = front_matter(content).or_else(|| root.and_then(|root| self.of(root, path)))?;
+        // The log names the file, not the groups: no log line says who may read a document.
+        Some(found.unwrap_or_else(|_| {
+            tracing::warn!(path = %path.display(),
+                "watch: cannot read who may read this file (a `.access` file that cannot be \
+                 read, or a group name that is empty, over 256 bytes or holds a control \
+                 character); indexing it for operators only");
+            Access::deny()
+        }))
+    }
+
+    /// What the `.access` files give `path`, as a number to compare between scans (0:
+    /// none): a change of a `.access` file sends its folder's documents again.
+    pub fn stamp(&mut self, root: &Path, path: &Path) -> u64 {
+        match self.of(root, path) {
+            None => 0,
+            Some(Ok(access)) => xxhash_rust::xxh3::xxh3_64(format!("{access:?}").as_bytes()) | 1,
+            Some(Err(error)) => xxhash_rust::xxh3::xxh3_64(error.as_bytes()) | 1,
+        }
     }
 }
 
@@ -142,7 +157,11 @@ mod tests {
         std::fs::create_dir_all(root.join("hr/private")).unwrap();
         std::fs::write(root.join(".access"), "public\n").unwrap();
         std::fs::write(root.join("hr/.access"), "# HR only\nhr, staff\n").unwrap();
-        let at = |p: &str| folder(root, &root.join(p)).map(Result::unwrap);
+        let at = |p: &str| {
+            Folders::default()
+                .of(root, &root.join(p))
+                .map(Result::unwrap)
+        };
         assert_eq!(at("handbook.md"), Some(Access::public()));
         assert_eq!(at("hr/leave.md"), Some(Access::groups(["hr", "staff"])));
         assert_eq!(
@@ -153,17 +172,24 @@ mod tests {
         assert_eq!(at("hr/private/pay.md"), Some(Access::deny()));
         // Front matter wins over the folder.
         assert_eq!(
-            of(
+            Folders::default().access(
                 Some(root),
                 &root.join("hr/x.md"),
                 "---\naccess: public\n---\n"
             ),
             Some(Access::public())
         );
-        assert_ne!(folder_stamp(root, &root.join("hr/leave.md")), 0);
+        let mut folders = Folders::default();
+        assert_ne!(folders.stamp(root, &root.join("hr/leave.md")), 0);
         assert_ne!(
-            folder_stamp(root, &root.join("hr/leave.md")),
-            folder_stamp(root, &root.join("handbook.md"))
+            folders.stamp(root, &root.join("hr/leave.md")),
+            folders.stamp(root, &root.join("handbook.md"))
         );
+        // Kept for the scan: a change shows after `clear` (the next scan).
+        let before = folders.stamp(root, &root.join("hr/leave.md"));
+        std::fs::write(root.join("hr/.access"), "finance\n").unwrap();
+        assert_eq!(folders.stamp(root, &root.join("hr/leave.md")), before);
+        folders.clear();
+        assert_ne!(folders.stamp(root, &root.join("hr/leave.md")), before);
     }
 }

@@ -96,6 +96,8 @@ pub struct Watcher {
     feeder: Feeder,
     /// Changed files waiting to settle: the stamp a scan saw, and when.
     settling: HashMap<String, (Stamp, Instant)>,
+    /// The `.access` files' answers, read once per scan.
+    folders: access::Folders,
     /// What was reported for each path that cannot be used, so it is said once.
     reported: HashMap<PathBuf, (Stamp, Unusable)>,
     /// The mass-deletion guard: its releases let an empty folder's deletes go.
@@ -159,6 +161,7 @@ impl Watcher {
             state,
             feeder,
             settling: HashMap::new(),
+            folders: access::Folders::default(),
             reported: HashMap::new(),
             guard: None,
             releases_seen: 0,
@@ -318,6 +321,7 @@ impl Watcher {
     /// file only while it still has the content that was sent (read by the same rules as
     /// a scan; a file that changed is picked up by the first scan).
     async fn resend_known(&mut self) -> anyhow::Result<()> {
+        self.folders.clear();
         for (doc_id, entry) in self.state.clone() {
             let doc_id = &doc_id;
             if entry.deleted {
@@ -366,6 +370,7 @@ impl Watcher {
         let (roots, prefix) = (self.config.dirs.clone(), self.config.doc_id_prefix.clone());
         let limit = self.max_file_bytes;
         let scan = tokio::task::spawn_blocking(move || scan(&roots, &prefix, limit)).await?;
+        self.folders.clear();
         for (path, why) in scan.unlisted.iter().chain(&scan.skipped) {
             self.report(&mut outcome, path, Stamp::default(), why);
         }
@@ -477,7 +482,7 @@ impl Watcher {
         let known = self.state.get(&file.doc_id).cloned();
         let alive = known.as_ref().filter(|e| !e.deleted);
         let root = self.root_of(&file.path);
-        let folder_access = root.map_or(0, |root| access::folder_stamp(&root, &file.path));
+        let folder_access = root.map_or(0, |root| self.folders.stamp(&root, &file.path));
         let same_file =
             alive.is_some_and(|e| e.mtime_ns == file.stamp.mtime_ns && e.len == file.stamp.len);
         if same_file && alive.is_some_and(|e| e.folder_access == folder_access) {
@@ -641,7 +646,8 @@ impl Watcher {
             .and_then(|ns| i64::try_from(ns / 1_000_000).ok())
             .and_then(chrono::DateTime::<chrono::Utc>::from_timestamp_millis)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-        let access = access::of(self.root_of(path).as_deref(), path, &content);
+        let root = self.root_of(path);
+        let access = self.folders.access(root.as_deref(), path, &content);
         let event = NativeEvent {
             access,
             kind: NativeType::Upsert,
