@@ -123,8 +123,12 @@ impl Default for EdgeSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
-    /// gRPC endpoint; `https://` turns TLS on (system roots).
+    /// gRPC endpoint; `https://` turns TLS on, verified against `ca_file` or else the
+    /// system's roots.
     pub url: String,
+    /// PEM file of the CA (or CAs) that signs the server's certificate, for a server behind
+    /// a private CA; trusted instead of the system's roots. Needs an `https://` URL.
+    pub ca_file: Option<std::path::PathBuf>,
     /// Sent as the `api-key` header; prefer the environment for it
     /// (`..._STORE__SERVER__API_KEY`).
     pub api_key: Option<casement_config::Secret>,
@@ -143,6 +147,7 @@ impl Default for ServerSettings {
     fn default() -> Self {
         Self {
             url: "http://localhost:6334".to_owned(),
+            ca_file: None,
             api_key: None,
             timeout_secs: 10,
             connect_timeout_secs: 5,
@@ -190,6 +195,13 @@ impl StoreConfig {
             return Err(format!(
                 "store.collection = {:?} must be non-empty ASCII letters, digits, '_' or '-'",
                 self.collection
+            ));
+        }
+        if self.server.ca_file.is_some() && !self.server.url.starts_with("https://") {
+            return Err(format!(
+                "store.server.ca_file is set but store.server.url = {:?} is not https://: \
+                 a CA file is for TLS",
+                self.server.url
             ));
         }
         if self.rrf_k == 0 {

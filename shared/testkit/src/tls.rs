@@ -155,3 +155,85 @@ impl Drop for TlsEndpoint {
         let _ = self.child.wait();
     }
 }
+
+/// A TLS-terminating proxy on a free loopback port, in front of a plain TCP service at
+/// `upstream` (a Qdrant server's gRPC port, a stand-in): `<name>-leaf.pem` is its
+/// certificate, h2 its ALPN protocol. It runs on a thread of its own, with its own
+/// runtime, until dropped.
+#[cfg(feature = "tls-proxy")]
+#[derive(Debug)]
+pub struct TlsProxy {
+    pub port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+#[cfg(feature = "tls-proxy")]
+impl TlsProxy {
+    pub fn start(dir: &Path, name: &str, upstream: std::net::SocketAddr) -> Self {
+        use tokio_rustls::rustls;
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let certs = CertificateDer::pem_file_iter(dir.join(format!("{name}-leaf.pem")))
+            .expect("leaf certificate")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("leaf certificate");
+        let key = PrivateKeyDer::from_pem_file(dir.join(format!("{name}-leaf.key")))
+            .expect("leaf key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("certificate and key");
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let port = listener.local_addr().expect("address").port();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                let serve = async {
+                    while let Ok((client, _)) = listener.accept().await {
+                        let acceptor = acceptor.clone();
+                        tokio::spawn(async move {
+                            // A failed handshake (an untrusting client) just closes.
+                            let Ok(mut client) = acceptor.accept(client).await else {
+                                return;
+                            };
+                            if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await
+                            {
+                                let _ =
+                                    tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                            }
+                        });
+                    }
+                };
+                tokio::select! {
+                    () = serve => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        Self {
+            port,
+            stop: Some(stop),
+        }
+    }
+}
+
+#[cfg(feature = "tls-proxy")]
+impl Drop for TlsProxy {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

@@ -27,7 +27,7 @@
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
-use qdrant_client::Qdrant;
+use super::grpc::Grpc;
 
 use super::grpc;
 use crate::error::{Error, Result};
@@ -49,7 +49,7 @@ pub fn number_of(alias: &str, collection: &str) -> Option<u64> {
 }
 
 /// The collection `alias` names, if it is an alias.
-pub(super) async fn resolve(client: &Qdrant, alias: &str) -> Result<Option<String>> {
+pub(super) async fn resolve(client: &Grpc, alias: &str) -> Result<Option<String>> {
     let aliases = client
         .list_aliases()
         .await
@@ -146,7 +146,7 @@ impl Follow {
 /// Starts the task that looks where `alias` points every `follow.every` (nothing when that
 /// is zero); it ends once the store is dropped.
 pub(super) fn spawn_follower(
-    client: Arc<Qdrant>,
+    client: Arc<Grpc>,
     alias: String,
     collection: Arc<RwLock<String>>,
     follow: &Arc<Follow>,
@@ -189,7 +189,7 @@ pub(super) fn spawn_follower(
 /// Returns the refusal this look decided, if any: what a flush goes by (not the shared
 /// state, which a concurrent look may be about to change).
 pub(super) async fn look(
-    client: &Qdrant,
+    client: &Grpc,
     alias: &str,
     collection: &RwLock<String>,
     follow: &Follow,

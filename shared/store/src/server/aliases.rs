@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use qdrant_client::Qdrant;
+use super::grpc::Grpc;
 use qdrant_client::qdrant::{CreateAliasBuilder, UpdateCollectionBuilder};
 
 use super::alias::{number_of, numbered, resolve};
@@ -20,7 +20,7 @@ const RECORD_KEY: &str = "casement";
 /// the records it keeps in their metadata.
 #[derive(Clone)]
 pub struct Aliases {
-    client: Arc<Qdrant>,
+    client: Arc<Grpc>,
     alias: String,
 }
 
@@ -37,7 +37,7 @@ impl Aliases {
     pub fn connect(config: &StoreConfig) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
         Ok(Self {
-            client: Arc::new(super::client(&config.server)?),
+            client: Arc::new(Grpc::lazy(&config.server)?),
             alias: config.collection.clone(),
         })
     }

@@ -6,6 +6,7 @@
 
 mod alias;
 mod aliases;
+mod grpc;
 mod read;
 mod write;
 
@@ -21,7 +22,9 @@ use qdrant_client::qdrant::{
     SparseVectorParamsBuilder, SparseVectorsConfigBuilder, VectorParamsBuilder,
     VectorsConfigBuilder, vectors_config::Config as VectorsConfigKind,
 };
-use qdrant_client::{Qdrant, QdrantError};
+use qdrant_client::QdrantError;
+
+use grpc::Grpc;
 use uuid::Uuid;
 
 use crate::bm25::Bm25;
@@ -33,7 +36,7 @@ use crate::{Applied, Hit, HybridQuery, Store, StoreStats};
 /// A Qdrant server collection.
 #[derive(Clone)]
 pub struct ServerStore {
-    client: std::sync::Arc<Qdrant>,
+    client: std::sync::Arc<Grpc>,
     /// The collection read and written: `alias`'s, resolved at open and again when a
     /// migration moves the alias ([`alias`]).
     collection: std::sync::Arc<std::sync::RwLock<String>>,
@@ -70,51 +73,56 @@ fn grpc(operation: &'static str) -> impl FnOnce(QdrantError) -> Error {
     }
 }
 
-/// A client of the server `settings` names.
-fn client(settings: &crate::config::ServerSettings) -> Result<Qdrant> {
-    Qdrant::from_url(&settings.url)
-        .api_key(settings.api_key.as_ref().map(|key| key.expose().to_owned()))
-        .timeout(Duration::from_secs(settings.timeout_secs))
-        .connect_timeout(Duration::from_secs(settings.connect_timeout_secs))
-        .skip_compatibility_check()
-        .build()
-        .map_err(|e| Error::Config(format!("store.server: {e}")))
-}
-
-/// A failed first call, in terms of the setting at fault when it is about one: a server
-/// certificate this machine does not trust (`store.server.url` with `https://`), or an
-/// API key the server refuses (`store.server.api_key`).
+/// A failed connection, in terms of the setting at fault when it is about TLS: a server
+/// certificate that is not signed by the CA trusted (`store.server.ca_file`, else the
+/// system's roots).
 fn first_contact(settings: &crate::config::ServerSettings, error: Error) -> Error {
+    if matches!(error, Error::Config(_)) || !settings.url.starts_with("https://") {
+        return error;
+    }
     let text = error.to_string();
     let lower = text.to_ascii_lowercase();
-    if settings.url.starts_with("https://")
-        && ["certificate", "unknownissuer", "handshake", "tls"]
-            .iter()
-            .any(|word| lower.contains(word))
+    if ["certificate", "unknownissuer", "handshake", "tls"]
+        .iter()
+        .any(|word| lower.contains(word))
     {
+        let trusted = match &settings.ca_file {
+            Some(path) => format!("the CA in store.server.ca_file ({})", path.display()),
+            None => "a CA this machine trusts (the system's roots, or the PEM file the \
+                     SSL_CERT_FILE environment variable names); set store.server.ca_file for \
+                     a private CA"
+                .to_owned(),
+        };
         return Error::Config(format!(
             "store.server.url = {:?}: the TLS connection failed ({text}); the server's \
-             certificate must be signed by a CA this machine trusts: the system's roots, or \
-             the PEM file the SSL_CERT_FILE environment variable names",
+             certificate must be signed by {trusted}",
             settings.url
         ));
     }
-    if [
-        "unauthenticated",
-        "api key",
-        "api-key",
-        "permissiondenied",
-        "permission denied",
-    ]
-    .iter()
-    .any(|word| lower.contains(word))
+    error
+}
+
+/// A first call the server refused for its credentials, in terms of `store.server.api_key`.
+fn refused_key(settings: &crate::config::ServerSettings, error: QdrantError) -> Error {
+    if let QdrantError::ResponseError { status } = &error
+        && matches!(
+            status.code(),
+            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+        )
     {
+        let advice = if settings.api_key.is_some() {
+            "set the key the server expects"
+        } else {
+            "the server expects a key: set it (prefer the environment, \
+             ..._STORE__SERVER__API_KEY)"
+        };
         return Error::Config(format!(
-            "store.server.api_key: the server refused the request ({text}); set the key \
-             the server expects"
+            "store.server.api_key: the server refused the request ({:?}: {}); {advice}",
+            status.code(),
+            status.message()
         ));
     }
-    error
+    grpc("collection exists")(error)
 }
 
 /// gRPC status codes worth a retry (numbering of the gRPC specification).
@@ -127,14 +135,16 @@ impl ServerStore {
     pub async fn open(config: &StoreConfig, dimension: usize) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
         let settings = &config.server;
-        let client = client(settings)?;
+        let client = Grpc::connect(settings)
+            .await
+            .map_err(|e| first_contact(settings, e))?;
         let name = config.collection.clone();
         // The first call says whether the server can be reached as configured: an error
         // about its certificate or the API key is put in terms of the setting.
         let exists = client
             .collection_exists(&name)
             .await
-            .map_err(|e| first_contact(settings, grpc("collection exists")(e)))?;
+            .map_err(|e| refused_key(settings, e))?;
         let (alias, collection, create_alias) = if config.exact_collection {
             (None, name, false)
         } else if let Some(target) = alias::resolve(&client, &name).await? {

@@ -346,7 +346,7 @@ impl ServerStore {
 
 /// The settings recorded in `collection` (the settings point), if any.
 pub(super) async fn settings_of(
-    client: &qdrant_client::Qdrant,
+    client: &super::grpc::Grpc,
     collection: &str,
 ) -> Result<Option<crate::IndexSettings>> {
     let response = client

@@ -3,6 +3,10 @@
 //! uses its own collection and drops it at the end. Without `QDRANT_URL` every test says
 //! so and passes: no Qdrant server binary is available from the package registries here,
 //! so CI runs the same scenarios against Qdrant Edge (`tests/it/edge.rs`).
+//!
+//! With `QDRANT_TLS=1` as well, every scenario goes through the test kit's TLS-terminating
+//! proxy in front of `QDRANT_URL`'s port, with a CA made for the run trusted through
+//! `store.server.ca_file`: the same contract over TLS.
 
 use crate::contract;
 
@@ -11,6 +15,8 @@ use contract::{DIMENSION, Harness};
 
 struct Server {
     config: StoreConfig,
+    /// With `QDRANT_TLS=1`: the proxy and the directory of its certificates.
+    _tls: Option<(casement_testkit::tls::TlsProxy, tempfile::TempDir)>,
 }
 
 impl Server {
@@ -27,7 +33,20 @@ impl Server {
         config.server.url = url;
         config.indexed_metadata = contract::INDEXED_METADATA.map(str::to_owned).to_vec();
         config.server.api_key = std::env::var("QDRANT_API_KEY").ok().map(Into::into);
-        Some(Self { config })
+        let tls = (std::env::var("QDRANT_TLS").as_deref() == Ok("1")).then(|| {
+            let upstream = config.server.url.trim_start_matches("http://");
+            let upstream = std::net::ToSocketAddrs::to_socket_addrs(upstream)
+                .expect("QDRANT_URL is http://host:port")
+                .next()
+                .expect("QDRANT_URL resolves");
+            let dir = tempfile::tempdir().expect("temp dir");
+            casement_testkit::tls::pki(dir.path(), "qdrant");
+            let proxy = casement_testkit::tls::TlsProxy::start(dir.path(), "qdrant", upstream);
+            config.server.url = format!("https://127.0.0.1:{}", proxy.port);
+            config.server.ca_file = Some(dir.path().join("qdrant-ca.pem"));
+            (proxy, dir)
+        });
+        Some(Self { config, _tls: tls })
     }
 
     async fn finish(self) {
