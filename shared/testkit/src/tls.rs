@@ -178,8 +178,8 @@ impl TlsProxy {
             .expect("leaf certificate")
             .collect::<Result<Vec<_>, _>>()
             .expect("leaf certificate");
-        let key = PrivateKeyDer::from_pem_file(dir.join(format!("{name}-leaf.key")))
-            .expect("leaf key");
+        let key =
+            PrivateKeyDer::from_pem_file(dir.join(format!("{name}-leaf.key"))).expect("leaf key");
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -208,8 +208,7 @@ impl TlsProxy {
                             let Ok(mut client) = acceptor.accept(client).await else {
                                 return;
                             };
-                            if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await
-                            {
+                            if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
                                 let _ =
                                     tokio::io::copy_bidirectional(&mut client, &mut server).await;
                             }

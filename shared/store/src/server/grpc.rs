@@ -41,7 +41,10 @@ pub(crate) struct Grpc {
 struct ApiKey(Option<MetadataValue<Ascii>>);
 
 impl Interceptor for ApiKey {
-    fn call(&mut self, mut request: tonic::Request<()>) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
         if let Some(key) = &self.0 {
             request.metadata_mut().insert("api-key", key.clone());
         }
@@ -236,8 +239,7 @@ fn endpoint(settings: &ServerSettings) -> Result<(Endpoint, ApiKey)> {
         Some(key) => {
             let mut value = MetadataValue::try_from(key.expose()).map_err(|_| {
                 config(
-                    "store.server.api_key: not a valid header value (printable ASCII only)"
-                        .into(),
+                    "store.server.api_key: not a valid header value (printable ASCII only)".into(),
                 )
             })?;
             value.set_sensitive(true);

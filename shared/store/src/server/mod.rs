@@ -16,13 +16,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use casement_text::{ChangePlan, DocRef, DocumentState, SentenceRecord};
+use qdrant_client::QdrantError;
 use qdrant_client::qdrant::{
     CollectionStatus, CreateAliasBuilder, CreateCollectionBuilder,
     CreateFieldIndexCollectionBuilder, Distance, FieldType as QdrantFieldType, Modifier,
     SparseVectorParamsBuilder, SparseVectorsConfigBuilder, VectorParamsBuilder,
     VectorsConfigBuilder, vectors_config::Config as VectorsConfigKind,
 };
-use qdrant_client::QdrantError;
 
 use grpc::Grpc;
 use uuid::Uuid;

@@ -73,7 +73,9 @@ async fn ca_file_trusts_a_private_ca_and_only_it() {
     right.server.ca_file = Some(dir.path().join("private-ca.pem"));
     let error = ServerStore::open(&right, 384).await.err();
     assert!(
-        !error.as_ref().is_some_and(|e| e.to_string().contains("ca_file")),
+        !error
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("ca_file")),
         "{error:?}"
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
