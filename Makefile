@@ -75,14 +75,23 @@ test: check-doc-links system-deps
 	clients/python/run-tests.sh
 	clients/typescript/run-tests.sh
 
-## The Kafka indexer's librdkafka is built with TLS against the system OpenSSL: Debian's
-## libssl-dev and pkg-config, installed here when missing (as root, or with sudo).
+## The Kafka indexer's librdkafka is built with TLS against the system OpenSSL (Debian's
+## libssl-dev and pkg-config) and with libcurl for OAUTHBEARER/OIDC (libcurl4-openssl-dev),
+## installed here when missing (as root, or with sudo). Without libcurl's headers the build
+## still passes: curl-sys compiles its bundled copy.
 system-deps:
 	@pkg-config --exists openssl 2>/dev/null || { \
 	  echo "installing libssl-dev and pkg-config (librdkafka's TLS)"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get install -y --no-install-recommends libssl-dev pkg-config \
 	    || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends libssl-dev pkg-config; }; \
+	}
+	@pkg-config --exists libcurl 2>/dev/null || { \
+	  echo "installing libcurl4-openssl-dev (librdkafka's OIDC token requests)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get install -y --no-install-recommends libcurl4-openssl-dev \
+	    || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends libcurl4-openssl-dev; } \
+	    || echo "libcurl4-openssl-dev not installed: curl-sys builds its bundled libcurl"; \
 	}
 
 ## What `make test` needs besides the build: models, test tools, the clients' pinned

@@ -5,6 +5,10 @@
 //! (mTLS) too. The endpoint is `openssl s_server` (no Kafka behind it: what proves the
 //! handshake is the client's first Kafka request arriving decrypted, its client id in it).
 //! Certificates are made at test time with the `openssl` CLI.
+//!
+//! OAUTHBEARER with OIDC (`sasl.oauthbearer.method = "oidc"`): librdkafka fetches a token
+//! from a loopback token endpoint with the client-credentials grant (libcurl), then speaks
+//! to the TLS endpoint.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -159,5 +163,93 @@ fn ssl_and_sasl_ssl_complete_the_handshake_with_the_configured_ca_only() {
     assert!(
         spoke_kafka(&received),
         "mTLS: no request; errors: {errors:?}"
+    );
+}
+
+/// A token endpoint on loopback: records each request (head and body) and answers with an
+/// access token (a JWT whose `sub` and `exp` librdkafka reads; its signature is the
+/// broker's business, not the client's).
+fn token_endpoint() -> (u16, Arc<Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    // {"alg":"RS256","typ":"JWT"} . {"sub":"casement-indexer","iss":"https://idp.test",
+    // "exp":4102444800,"iat":1767225600} . "signature", base64url.
+    const TOKEN: &str = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjYXNlbWVudC1pbmRleGVyIiwiaXNzIjoiaHR0cHM6Ly9pZHAudGVzdCIsImV4cCI6NDEwMjQ0NDgwMCwiaWF0IjoxNzY3MjI1NjAwfQ.c2lnbmF0dXJl";
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let log = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            log.lock()
+                .unwrap()
+                .push(format!("{head}\r\n{}", String::from_utf8_lossy(&body)));
+            let reply =
+                format!(r#"{{"access_token":"{TOKEN}","token_type":"Bearer","expires_in":3600}}"#);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    (port, requests)
+}
+
+#[test]
+fn oauthbearer_oidc_fetches_a_token_with_the_client_credentials_then_speaks_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    pki(dir, "ours");
+    let ours = path(dir, "ours-ca.pem");
+    let (token_port, token_requests) = token_endpoint();
+    let endpoint = TlsEndpoint::start(dir, "ours", None);
+    let token_url = format!("http://127.0.0.1:{token_port}/oauth2/token");
+    let (received, errors) = connect(
+        &endpoint,
+        &[
+            ("security.protocol", "SASL_SSL"),
+            ("ssl.ca.location", &ours),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.client.id", "casement-indexer"),
+            ("sasl.oauthbearer.client.secret", "an-oidc-client-secret"),
+            ("sasl.oauthbearer.token.endpoint.url", &token_url),
+            ("sasl.oauthbearer.scope", "kafka"),
+        ],
+    );
+    let requests = token_requests.lock().unwrap().clone();
+    let request = requests
+        .first()
+        .unwrap_or_else(|| panic!("no token request; errors: {errors:?}"));
+    assert!(request.starts_with("POST /oauth2/token "), "{request}");
+    // base64("casement-indexer:an-oidc-client-secret")
+    assert!(
+        request.contains("Basic Y2FzZW1lbnQtaW5kZXhlcjphbi1vaWRjLWNsaWVudC1zZWNyZXQ="),
+        "{request}"
+    );
+    assert!(
+        request.contains("grant_type=client_credentials") && request.contains("scope=kafka"),
+        "{request}"
+    );
+    assert!(
+        spoke_kafka(&received),
+        "no request through TLS after the token; errors: {errors:?}"
     );
 }
