@@ -34,6 +34,8 @@ type Reply<T> = std::result::Result<T, QdrantError>;
 pub(crate) struct Grpc {
     channel: Channel,
     key: ApiKey,
+    /// What a failed call's message names: the settings at fault.
+    settings: std::sync::Arc<ServerSettings>,
 }
 
 /// Adds `api-key` to every request, marked sensitive (never printed by tonic's `Debug`).
@@ -58,13 +60,17 @@ impl Grpc {
     pub(crate) async fn connect(settings: &ServerSettings) -> Result<Self> {
         let (endpoint, key) = endpoint(settings)?;
         let channel = endpoint.connect().await.map_err(|e| {
-            Error::Unavailable(format!(
-                "connect to {}: {}",
-                settings.url,
-                chain(&e as &dyn std::error::Error)
-            ))
+            let text = chain(&e as &dyn std::error::Error);
+            match untrusted(settings, &text) {
+                Some(message) => Error::Config(message),
+                None => Error::Unavailable(format!("connect to {}: {text}", settings.url)),
+            }
         })?;
-        Ok(Self { channel, key })
+        Ok(Self {
+            channel,
+            key,
+            settings: std::sync::Arc::new(settings.clone()),
+        })
     }
 
     /// Connects at the first call.
@@ -73,6 +79,7 @@ impl Grpc {
         Ok(Self {
             channel: endpoint.connect_lazy(),
             key,
+            settings: std::sync::Arc::new(settings.clone()),
         })
     }
 
@@ -100,7 +107,7 @@ impl Grpc {
             .collections()
             .collection_exists(request.into())
             .await
-            .map_err(status)?;
+            .map_err(|e| self.status(e))?;
         Ok(reply.into_inner().result.is_some_and(|r| r.exists))
     }
 
@@ -108,36 +115,36 @@ impl Grpc {
         &self,
         request: impl Into<GetCollectionInfoRequest>,
     ) -> Reply<GetCollectionInfoResponse> {
-        inner(self.collections().get(request.into()).await)
+        self.reply(self.collections().get(request.into()).await)
     }
 
     pub(crate) async fn list_collections(&self) -> Reply<ListCollectionsResponse> {
-        inner(self.collections().list(ListCollectionsRequest {}).await)
+        self.reply(self.collections().list(ListCollectionsRequest {}).await)
     }
 
     pub(crate) async fn list_aliases(&self) -> Reply<ListAliasesResponse> {
-        inner(self.collections().list_aliases(ListAliasesRequest {}).await)
+        self.reply(self.collections().list_aliases(ListAliasesRequest {}).await)
     }
 
     pub(crate) async fn create_collection(
         &self,
         request: impl Into<CreateCollection>,
     ) -> Reply<CollectionOperationResponse> {
-        inner(self.collections().create(request.into()).await)
+        self.reply(self.collections().create(request.into()).await)
     }
 
     pub(crate) async fn update_collection(
         &self,
         request: impl Into<UpdateCollection>,
     ) -> Reply<CollectionOperationResponse> {
-        inner(self.collections().update(request.into()).await)
+        self.reply(self.collections().update(request.into()).await)
     }
 
     pub(crate) async fn delete_collection(
         &self,
         request: impl Into<DeleteCollection>,
     ) -> Reply<CollectionOperationResponse> {
-        inner(self.collections().delete(request.into()).await)
+        self.reply(self.collections().delete(request.into()).await)
     }
 
     pub(crate) async fn create_alias(
@@ -166,54 +173,54 @@ impl Grpc {
             }],
             timeout: None,
         };
-        inner(self.collections().update_aliases(change).await)
+        self.reply(self.collections().update_aliases(change).await)
     }
 
     pub(crate) async fn create_field_index(
         &self,
         request: impl Into<CreateFieldIndexCollection>,
     ) -> Reply<PointsOperationResponse> {
-        inner(self.points().create_field_index(request.into()).await)
+        self.reply(self.points().create_field_index(request.into()).await)
     }
 
     pub(crate) async fn upsert_points(
         &self,
         request: impl Into<UpsertPoints>,
     ) -> Reply<PointsOperationResponse> {
-        inner(self.points().upsert(request.into()).await)
+        self.reply(self.points().upsert(request.into()).await)
     }
 
     pub(crate) async fn delete_points(
         &self,
         request: impl Into<DeletePoints>,
     ) -> Reply<PointsOperationResponse> {
-        inner(self.points().delete(request.into()).await)
+        self.reply(self.points().delete(request.into()).await)
     }
 
     pub(crate) async fn set_payload(
         &self,
         request: impl Into<SetPayloadPoints>,
     ) -> Reply<PointsOperationResponse> {
-        inner(self.points().set_payload(request.into()).await)
+        self.reply(self.points().set_payload(request.into()).await)
     }
 
     pub(crate) async fn get_points(&self, request: impl Into<GetPoints>) -> Reply<GetResponse> {
-        inner(self.points().get(request.into()).await)
+        self.reply(self.points().get(request.into()).await)
     }
 
     pub(crate) async fn scroll(&self, request: impl Into<ScrollPoints>) -> Reply<ScrollResponse> {
-        inner(self.points().scroll(request.into()).await)
+        self.reply(self.points().scroll(request.into()).await)
     }
 
     pub(crate) async fn count(&self, request: impl Into<CountPoints>) -> Reply<CountResponse> {
-        inner(self.points().count(request.into()).await)
+        self.reply(self.points().count(request.into()).await)
     }
 
     pub(crate) async fn query_batch(
         &self,
         request: impl Into<QueryBatchPoints>,
     ) -> Reply<QueryBatchResponse> {
-        inner(self.points().query_batch(request.into()).await)
+        self.reply(self.points().query_batch(request.into()).await)
     }
 }
 
@@ -268,23 +275,74 @@ fn read_ca(path: &std::path::Path) -> Result<Certificate> {
     Ok(Certificate::from_pem(pem))
 }
 
-fn inner<T>(reply: std::result::Result<tonic::Response<T>, tonic::Status>) -> Reply<T> {
-    reply.map(tonic::Response::into_inner).map_err(status)
+impl Grpc {
+    fn reply<T>(&self, reply: std::result::Result<tonic::Response<T>, tonic::Status>) -> Reply<T> {
+        reply
+            .map(tonic::Response::into_inner)
+            .map_err(|e| self.status(e))
+    }
+
+    /// A status whose message says what went wrong in terms of the settings: the errors
+    /// under a transport failure (its status says only "transport error"; an untrusted
+    /// certificate is in its sources), `store.server.url` for a certificate, and
+    /// `store.server.api_key` for a refused key. The code is kept, so a refusal while
+    /// running is retried like any other server error, and logged naming the setting.
+    fn status(&self, status: tonic::Status) -> QdrantError {
+        use std::error::Error as _;
+        let mut message = status.message().to_owned();
+        if let Some(source) = status.source() {
+            message = format!("{message}: {}", chain(source));
+        }
+        if let Some(named) = untrusted(&self.settings, &message) {
+            message = named;
+        } else if matches!(
+            status.code(),
+            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+        ) {
+            message = refused(&self.settings, status.code(), &message);
+        }
+        QdrantError::from(tonic::Status::with_metadata(
+            status.code(),
+            message,
+            status.metadata().clone(),
+        ))
+    }
 }
 
-/// A status with the errors under it in its message: a transport failure's status says
-/// only "transport error", and the cause (a refused connection, an untrusted certificate)
-/// is in its sources.
-fn status(status: tonic::Status) -> QdrantError {
-    use std::error::Error as _;
-    let status = match status.source() {
-        Some(source) => {
-            let message = format!("{}: {}", status.message(), chain(source));
-            tonic::Status::with_metadata(status.code(), message, status.metadata().clone())
-        }
-        None => status,
+/// A failed TLS connection (`text`, its error chain) in terms of the setting at fault: a
+/// server certificate not signed by the CA trusted (`store.server.ca_file`, else the
+/// system's roots). `None` when it is not about the certificate.
+pub(super) fn untrusted(settings: &ServerSettings, text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let about_tls = ["certificate", "unknownissuer", "handshake", "tls"]
+        .iter()
+        .any(|word| lower.contains(word));
+    if !settings.url.starts_with("https://") || !about_tls {
+        return None;
+    }
+    let trusted = match &settings.ca_file {
+        Some(path) => format!("the CA in store.server.ca_file ({})", path.display()),
+        None => "a CA this machine trusts (the system's roots, or the PEM file the \
+                 SSL_CERT_FILE environment variable names); set store.server.ca_file for a \
+                 private CA"
+            .to_owned(),
     };
-    QdrantError::from(status)
+    Some(format!(
+        "store.server.url = {:?}: the TLS connection failed ({text}); the server's \
+         certificate must be signed by {trusted}",
+        settings.url
+    ))
+}
+
+/// A call the server refused for its credentials, in terms of `store.server.api_key` (the
+/// key itself never printed).
+fn refused(settings: &ServerSettings, code: tonic::Code, message: &str) -> String {
+    let advice = if settings.api_key.is_some() {
+        "set the key the server expects"
+    } else {
+        "the server expects a key: set it (prefer the environment, ..._STORE__SERVER__API_KEY)"
+    };
+    format!("store.server.api_key: the server refused the request ({code:?}: {message}); {advice}")
 }
 
 /// An error and its sources, `: `-joined.

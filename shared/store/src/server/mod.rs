@@ -73,54 +73,16 @@ fn grpc(operation: &'static str) -> impl FnOnce(QdrantError) -> Error {
     }
 }
 
-/// A failed connection, in terms of the setting at fault when it is about TLS: a server
-/// certificate that is not signed by the CA trusted (`store.server.ca_file`, else the
-/// system's roots).
-fn first_contact(settings: &crate::config::ServerSettings, error: Error) -> Error {
-    if matches!(error, Error::Config(_)) || !settings.url.starts_with("https://") {
-        return error;
-    }
-    let text = error.to_string();
-    let lower = text.to_ascii_lowercase();
-    if ["certificate", "unknownissuer", "handshake", "tls"]
-        .iter()
-        .any(|word| lower.contains(word))
-    {
-        let trusted = match &settings.ca_file {
-            Some(path) => format!("the CA in store.server.ca_file ({})", path.display()),
-            None => "a CA this machine trusts (the system's roots, or the PEM file the \
-                     SSL_CERT_FILE environment variable names); set store.server.ca_file for \
-                     a private CA"
-                .to_owned(),
-        };
-        return Error::Config(format!(
-            "store.server.url = {:?}: the TLS connection failed ({text}); the server's \
-             certificate must be signed by {trusted}",
-            settings.url
-        ));
-    }
-    error
-}
-
-/// A first call the server refused for its credentials, in terms of `store.server.api_key`.
-fn refused_key(settings: &crate::config::ServerSettings, error: QdrantError) -> Error {
+/// A refused first call stops the start: the message of a refused key names
+/// `store.server.api_key` ([`grpc`]'s statuses).
+fn refused_key(error: QdrantError) -> Error {
     if let QdrantError::ResponseError { status } = &error
         && matches!(
             status.code(),
             tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
         )
     {
-        let advice = if settings.api_key.is_some() {
-            "set the key the server expects"
-        } else {
-            "the server expects a key: set it (prefer the environment, \
-             ..._STORE__SERVER__API_KEY)"
-        };
-        return Error::Config(format!(
-            "store.server.api_key: the server refused the request ({:?}: {}); {advice}",
-            status.code(),
-            status.message()
-        ));
+        return Error::Config(status.message().to_owned());
     }
     grpc("collection exists")(error)
 }
@@ -135,16 +97,11 @@ impl ServerStore {
     pub async fn open(config: &StoreConfig, dimension: usize) -> Result<Self> {
         config.validate().map_err(Error::Config)?;
         let settings = &config.server;
-        let client = Grpc::connect(settings)
-            .await
-            .map_err(|e| first_contact(settings, e))?;
+        let client = Grpc::connect(settings).await?;
         let name = config.collection.clone();
         // The first call says whether the server can be reached as configured: an error
         // about its certificate or the API key is put in terms of the setting.
-        let exists = client
-            .collection_exists(&name)
-            .await
-            .map_err(|e| refused_key(settings, e))?;
+        let exists = client.collection_exists(&name).await.map_err(refused_key)?;
         let (alias, collection, create_alias) = if config.exact_collection {
             (None, name, false)
         } else if let Some(target) = alias::resolve(&client, &name).await? {

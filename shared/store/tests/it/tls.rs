@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use casement_store::{Backend, ServerStore, StoreConfig};
+use casement_store::{Aliases, Backend, ServerStore, StoreConfig};
 use casement_testkit::tls::{TlsEndpoint, TlsProxy, pki};
 
 const PROBE_PORT: &str = "CASEMENT_TLS_PROBE_PORT";
@@ -46,6 +46,15 @@ async fn an_untrusted_server_certificate_fails_the_open_naming_the_setting() {
             && error.contains("store.server.ca_file"),
         "{error}"
     );
+    // `casement migrate` and `audit` on a server connect through `Aliases`, lazily: the
+    // first call's error names the setting too.
+    let error = Aliases::connect(&config(endpoint.port))
+        .unwrap()
+        .target()
+        .await
+        .expect_err("an untrusted certificate is refused")
+        .to_string();
+    assert!(error.contains("store.server.url = "), "{error}");
     assert!(endpoint.received().is_empty(), "a request went out");
 }
 
@@ -216,6 +225,18 @@ async fn the_api_key_goes_with_every_call_and_a_refused_one_names_the_setting() 
             "/qdrant.Collections/CollectionExists".to_owned(),
             Some("wrong-key".to_owned())
         )]
+    );
+    seen.lock().unwrap().clear();
+
+    let error = Aliases::connect(&config)
+        .unwrap()
+        .target()
+        .await
+        .expect_err("a wrong key is refused")
+        .to_string();
+    assert!(
+        error.contains("store.server.api_key") && !error.contains("wrong-key"),
+        "{error}"
     );
 
     config.server.api_key = None;
