@@ -63,6 +63,8 @@ fn connect(endpoint: &TlsEndpoint, properties: &[(&str, &str)]) -> (Vec<u8>, Vec
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         let _ = consumer.fetch_metadata(None, Duration::from_millis(500));
+        // The client's errors reach its context's callback through the consumer's poll.
+        let _ = consumer.poll(Duration::from_millis(100));
         if !endpoint.received().is_empty() || !errors.0.lock().unwrap().is_empty() {
             break;
         }
