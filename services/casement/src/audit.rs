@@ -36,7 +36,10 @@ pub const COULD_NOT_RUN: u8 = 2;
 
 #[derive(Debug, Clone)]
 pub struct AuditArgs {
-    pub source: PathBuf,
+    /// A revision log or a listing; `None` with `wiki`.
+    pub source: Option<PathBuf>,
+    /// The source is the polled wiki's own listing (`sources.mediawiki.api_url`).
+    pub wiki: bool,
     pub fix: bool,
     /// Fix even past `audit.max_delete_share`.
     pub force: bool,
@@ -55,7 +58,10 @@ pub async fn command(config: CasementConfig, args: AuditArgs) -> anyhow::Result<
     let registry = Registry::new();
     let metrics = AuditMetrics::new(&registry);
     let result = async {
-        let truth = Truth::read(&args.source)?;
+        let truth = match &args.source {
+            Some(source) => Truth::read(source)?,
+            None => crate::sources::mediawiki::listing::truth(&config).await?,
+        };
         eprintln!(
             "loading the model and opening {}",
             config.data_dir.display()

@@ -329,7 +329,20 @@ impl CasementConfig {
 impl casement_config::Config for CasementConfig {
     /// The wikis the fetcher may fetch from are `fetch.domains`, or when that is empty the
     /// stream's `sources.mediawiki.domains`.
+    /// A polled wiki (`sources.mediawiki.api_url`) is fetched from through the same API,
+    /// unless `fetch.api_url` says otherwise, and is the one wiki of its events.
     fn resolve_defaults(&mut self) {
+        let polled = &self.sources.mediawiki;
+        if polled.polling() {
+            if self.fetch.api_url.is_empty() {
+                self.fetch.api_url = polled.api_url.clone();
+            }
+            if self.sources.mediawiki.domains.is_empty()
+                && let Some(domain) = self.sources.mediawiki.polled_domain()
+            {
+                self.sources.mediawiki.domains = vec![domain];
+            }
+        }
         if self.fetch.domains.is_empty() {
             self.fetch.domains = self.sources.mediawiki.domains.clone();
         }

@@ -100,7 +100,7 @@ impl Engine {
         let stream_position = config.sources.mediawiki.enabled().then(|| {
             Arc::new(StreamPosition::load(
                 &config.data_dir,
-                &config.sources.mediawiki.stream_url,
+                config.sources.mediawiki.followed(),
             ))
         });
         let (observer_tx, observer_rx) = mpsc::unbounded_channel();

@@ -92,7 +92,13 @@ enum Command {
         /// A revision log (JSONL, optionally .gz: each document's last event is the truth) or
         /// a listing (JSONL lines {"doc_id", "revision", "tenant"?, "deleted"?}: revisions
         /// only, no content to compare).
-        source: PathBuf,
+        #[arg(required_unless_present = "wiki")]
+        source: Option<PathBuf>,
+        /// The source of truth is the wiki of `sources.mediawiki.api_url` itself: its
+        /// pages' current revisions (`allpages`), for the namespaces and titles indexed. The
+        /// repair after a gap in its recent changes.
+        #[arg(long, conflicts_with = "source")]
+        wiki: bool,
         /// Repair what was found through the pipeline (upserts of the source's revisions,
         /// deletes), then audit again.
         #[arg(long)]
@@ -272,6 +278,7 @@ fn main() -> ExitCode {
     }
     if let Command::Audit {
         source,
+        wiki,
         fix,
         force,
         json,
@@ -281,6 +288,7 @@ fn main() -> ExitCode {
     {
         let args = casement::audit::AuditArgs {
             source: source.clone(),
+            wiki: *wiki,
             fix: *fix,
             force: *force,
             json: *json,

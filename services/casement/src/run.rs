@@ -224,7 +224,54 @@ pub async fn run(
     query_app
         .catching_up
         .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    if let Some(position) = &engine.stream_position {
+    if let Some(position) = &engine.stream_position
+        && config.sources.mediawiki.polling()
+    {
+        let polled = &config.sources.mediawiki;
+        let domain = polled.polled_domain().unwrap_or_default();
+        let fetcher = casement_pipeline::Fetcher::start(
+            &config.fetch,
+            engine.pipeline_metrics.fetch.clone(),
+        )?
+        .context("sources.mediawiki.api_url needs the fetcher (fetch.api_url)")?;
+        let source = mediawiki::poll::PollSource {
+            config: polled.clone(),
+            fetcher,
+            domain,
+            feeder: engine.feeder.clone(),
+            position: position.clone(),
+            metrics: engine.local_metrics.mediawiki.clone(),
+            requests_per_second: config.fetch.requests_per_second,
+        };
+        // A wiki that refuses this client stops the start: every change would fail.
+        let start = match mediawiki::poll::start(&source).await {
+            Ok(start) => {
+                println!(
+                    "polling the recent changes of {} every {} ms, {} {}",
+                    polled.api_url,
+                    polled.poll_interval_ms,
+                    if start.resumed {
+                        "resuming after"
+                    } else {
+                        "from its newest change,"
+                    },
+                    start.after.text()
+                );
+                Some(start)
+            }
+            Err(casement_pipeline::QueryError::Denied(denied)) => {
+                anyhow::bail!("sources.mediawiki.api_url = {:?}: {denied}", polled.api_url)
+            }
+            Err(error) => {
+                eprintln!(
+                    "cannot ask the wiki {} yet ({error}); polling when it answers",
+                    polled.api_url
+                );
+                None
+            }
+        };
+        watchers.push(tokio::spawn(mediawiki::poll::run(source, start)));
+    } else if let Some(position) = &engine.stream_position {
         println!(
             "following the MediaWiki stream {}",
             config.sources.mediawiki.stream_url

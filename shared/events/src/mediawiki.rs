@@ -5,7 +5,8 @@
 //!   revision to fetch from the wiki ([`Change::Fetch`], once the fence lets it through);
 //!   an undelete may bring back the document deleted at its revision (`Change::Restore`,
 //!   or a restoring fetch);
-//! - `delete` deletes it; so does an edit that turns the page into a redirect (a redirect
+//! - `delete` deletes it (at `revision.rev_id`, or without one at the revision indexed);
+//!   so does an edit that turns the page into a redirect (a redirect
 //!   has nothing to answer with);
 //! - `visibility_change` (emitted for a page's current revision) deletes the document
 //!   when the revision's content is hidden or suppressed, and fetches it again when it is
@@ -37,8 +38,14 @@ pub(crate) fn decode(json: Value, access: &AccessConfig) -> Result<Event, Reject
     let wiki = text(&json, &["wiki_id"]).ok_or_else(|| reject("schema", "no wiki_id"))?;
     let page_id =
         number(&json, &["page", "page_id"]).ok_or_else(|| reject("schema", "no page.page_id"))?;
-    let rev_id = number(&json, &["revision", "rev_id"])
-        .ok_or_else(|| reject("schema", "no revision.rev_id"))?;
+    // A delete may leave the revision out (a polled wiki's delete log names none): it
+    // applies at the revision indexed.
+    let deleting = kind == "delete";
+    let rev_id = match number(&json, &["revision", "rev_id"]) {
+        Some(rev_id) => rev_id,
+        None if deleting => 0,
+        None => return Err(reject("schema", "no revision.rev_id")),
+    };
     let doc_id = format!("{wiki}:{page_id}");
     // A namespace restricted to groups (`[access.mediawiki_namespaces]`): a move into
     // or out of one changes the page's access with the move's own event.
@@ -50,7 +57,7 @@ pub(crate) fn decode(json: Value, access: &AccessConfig) -> Result<Event, Reject
     let delete = || Change::Delete {
         doc_id: doc_id.clone(),
         tenant: None,
-        revision: Some(rev_id),
+        revision: (rev_id > 0).then_some(rev_id),
     };
     let fetch = |restore: bool| {
         Change::Fetch(RevisionRef {

@@ -39,7 +39,7 @@ pub mod spawn;
 pub mod stages;
 
 pub use config::{EnrichConfig, EnrichMode, LlmConfig, PipelineConfig};
-pub use fetch::{FetchConfig, FetchError, Fetcher};
+pub use fetch::{FetchConfig, FetchError, Fetcher, QueryError, WikiAuth};
 pub use guard::{DeleteGuard, DeleteGuardConfig, Verdict};
 pub use metrics::Metrics;
 pub use offsets::Offsets;

@@ -13,6 +13,7 @@ mod deletes;
 mod durable;
 mod hardening;
 mod mediawiki;
+mod mediawiki_poll;
 mod prometheus;
 mod ready;
 mod replay;

@@ -129,7 +129,7 @@ fn check_config_prints_no_secret() {
     ));
     std::fs::write(
         &config,
-        "[kafka.properties]\n\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"bot\"\n\"sasl.password\" = \"kafka-pass-0123\"\n\"sasl.oauthbearer.client.secret\" = \"oidc-secret-0123\"\n\"ssl.key.password\" = \"tls-key-pass-0123\"\n[store.server]\nurl = \"https://qdrant.example:6334\"\nca_file = \"/etc/casement/qdrant-ca.pem\"\n",
+        "[kafka.properties]\n\"security.protocol\" = \"SASL_SSL\"\n\"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"bot\"\n\"sasl.password\" = \"kafka-pass-0123\"\n\"sasl.oauthbearer.client.secret\" = \"oidc-secret-0123\"\n\"ssl.key.password\" = \"tls-key-pass-0123\"\n[store.server]\nurl = \"https://qdrant.example:6334\"\nca_file = \"/etc/casement/qdrant-ca.pem\"\n[fetch.auth]\nusername = \"Casement@indexer\"\npassword = \"wiki-bot-pass-0123\"\n",
     )
     .expect("write");
     let output = indexer()
@@ -153,12 +153,13 @@ fn check_config_prints_no_secret() {
         "kafka-pass-0123",
         "oidc-secret-0123",
         "tls-key-pass-0123",
+        "wiki-bot-pass-0123",
         "sk-llm-key-0123",
         "qdrant-key-0123",
     ] {
         assert!(!stdout.contains(secret), "{secret} printed:\n{stdout}");
     }
-    assert_eq!(stdout.matches("\"<redacted>\"").count(), 5, "{stdout}");
+    assert_eq!(stdout.matches("\"<redacted>\"").count(), 6, "{stdout}");
     assert!(stdout.contains("\"sasl.username\" = \"bot\""), "{stdout}");
     // A CA file is a path, not a secret.
     assert!(stdout.contains("/etc/casement/qdrant-ca.pem"), "{stdout}");

@@ -66,7 +66,12 @@ pub async fn audit<S: Store>(
         }
     }
     for (key, document) in &indexed {
-        if truth.documents.contains_key(key) {
+        if truth.documents.contains_key(key)
+            || truth
+                .scope
+                .as_deref()
+                .is_some_and(|prefix| !key.doc_id.starts_with(prefix))
+        {
             continue;
         }
         let in_index = Indexed::of(Some(document));
@@ -157,7 +162,8 @@ async fn present<S: Store>(
                 format!(
                     "deleted in the index at revision {revision}, the source's own: only an undelete (a restore) of that revision brings it back"
                 ),
-                None,
+                // A source that says the page is back (a wiki's listing) restores it.
+                upsert.filter(|fix| fix.event.restores()),
             ),
             Some(tombstone) => (
                 Kind::Missing,

@@ -36,6 +36,9 @@ pub struct Truth {
     pub documents: BTreeMap<DocKey, Expected>,
     /// What it was read from, for the report ("revision log X: N events").
     pub description: String,
+    /// The documents it speaks for, by doc id prefix (a wiki's `<wiki_id>:`): the index's
+    /// other documents (other sources') are neither listed nor left behind. `None`: all.
+    pub scope: Option<String>,
 }
 
 /// One line of a listing.
@@ -149,6 +152,7 @@ impl Truth {
                 }
             ),
             documents,
+            scope: None,
         }
     }
 
@@ -212,6 +216,7 @@ impl Truth {
         Ok(Self {
             description: format!("listing {name} ({} documents)", documents.len()),
             documents,
+            scope: None,
         })
     }
 }

@@ -40,6 +40,8 @@ pub struct FetchConfig {
     /// A longer answer is a failed request, read no further (the API caps its own answers
     /// at a few MiB: `$wgAPIMaxResultSize`).
     pub max_response_bytes: usize,
+    /// `[fetch.auth]`: the login of a private wiki (a bot password or an OAuth 2 token).
+    pub auth: super::WikiAuth,
 }
 
 impl Default for FetchConfig {
@@ -59,6 +61,7 @@ impl Default for FetchConfig {
             max_retry_after_secs: 120,
             attempts: 3,
             max_response_bytes: 32 * 1024 * 1024,
+            auth: super::WikiAuth::default(),
         }
     }
 }
@@ -100,6 +103,7 @@ impl FetchConfig {
         if self.timeout_secs == 0 || self.attempts == 0 {
             return Err("fetch.timeout_secs and fetch.attempts must be at least 1".into());
         }
+        self.auth.validate()?;
         if self.max_response_bytes < 1024 {
             return Err("fetch.max_response_bytes must be at least 1024".into());
         }

@@ -24,6 +24,7 @@
 
 mod answer;
 mod config;
+mod session;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -36,6 +37,8 @@ use tokio::sync::{mpsc, oneshot};
 use answer::parse_revisions;
 pub use answer::revision_of;
 pub use config::FetchConfig;
+pub use session::{Denied, WikiAuth};
+use session::{Session, SessionError};
 
 /// A fetched revision: its content and the page as the wiki names it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +100,8 @@ pub struct Fetcher {
 struct Shared {
     config: FetchConfig,
     client: reqwest::Client,
+    /// `[fetch.auth]`'s login, per API.
+    session: Session,
     metrics: FetchMetrics,
     /// The queue of each API's task (by API URL), started on first use.
     queues: std::sync::Mutex<HashMap<String, mpsc::UnboundedSender<Request>>>,
@@ -143,6 +148,7 @@ impl Fetcher {
             shared: std::sync::Arc::new(Shared {
                 config: config.clone(),
                 client,
+                session: Session::new(config.auth.clone()),
                 metrics,
                 queues: std::sync::Mutex::new(HashMap::new()),
             }),
@@ -176,6 +182,124 @@ impl Fetcher {
             queue.send(request).map_err(|_| stopped())?;
         }
         answer.await.map_err(|_| stopped())?
+    }
+}
+
+/// Why [`Fetcher::query`] has no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// The wiki refuses to let this client read (no login where one is needed, a login or
+    /// token it refused): fix the settings.
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    /// Throttled: ask again after this long.
+    #[error("{1}")]
+    Later(Duration, String),
+    /// No answer this time (the network, a server error, an API error).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Fetcher {
+    /// One Action API query (`action=query&format=json&formatversion=2` and `params`) to
+    /// the wiki at `domain`, with `[fetch.auth]`'s credentials, `maxlag`, the User-Agent
+    /// and the answer size limit of revisions: what the MediaWiki poller asks
+    /// (`list=recentchanges`, `siteinfo`, `allpages`) and the start's check that the wiki
+    /// lets this client read. An expired session is logged in again once.
+    pub async fn query(
+        &self,
+        domain: &str,
+        params: &[(&str, String)],
+    ) -> Result<Value, QueryError> {
+        let config = &self.shared.config;
+        config.check_domain(domain).map_err(QueryError::Failed)?;
+        let api = config.api_for(domain);
+        let mut relogged = false;
+        loop {
+            let mut all = vec![
+                ("action", "query".to_owned()),
+                ("format", "json".to_owned()),
+                ("formatversion", "2".to_owned()),
+            ];
+            all.extend(params.iter().cloned());
+            if config.maxlag_secs > 0 {
+                all.push(("maxlag", config.maxlag_secs.to_string()));
+            }
+            if self.shared.session.configured() {
+                all.push(("assert", "user".to_owned()));
+            }
+            let url = reqwest::Url::parse_with_params(&api, &all)
+                .map_err(|e| QueryError::Failed(format!("fetch.api_url {api:?}: {e}")))?;
+            let request = self
+                .shared
+                .session
+                .authorize(&self.shared.client, &api, self.shared.client.get(url))
+                .await
+                .map_err(|e| match e {
+                    SessionError::Denied(denied) => QueryError::Denied(denied),
+                    SessionError::Unavailable(why) => QueryError::Failed(why),
+                })?;
+            let response = request
+                .send()
+                .await
+                .map_err(|e| QueryError::Failed(format!("{api}: {}", without_url(&e))))?;
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+                .map(|s| Duration::from_secs(s.min(config.max_retry_after_secs)));
+            if status.as_u16() == 429 || status.as_u16() == 503 {
+                return Err(QueryError::Later(
+                    retry_after.unwrap_or(Duration::from_secs(1)),
+                    format!("{api} answered {status}"),
+                ));
+            }
+            if matches!(status.as_u16(), 401 | 403) {
+                return Err(QueryError::Denied(Denied(format!(
+                    "{api} answered {status}: the wiki refuses this client; check [fetch.auth] \
+                     (or set it: a bot password or an OAuth 2 token)"
+                ))));
+            }
+            if !status.is_success() {
+                return Err(QueryError::Failed(format!("{api} answered {status}")));
+            }
+            let body = read_capped(response, config.max_response_bytes)
+                .await
+                .map_err(|why| QueryError::Failed(format!("{api}: {why}")))?;
+            let json: Value = serde_json::from_slice(&body).map_err(|_| {
+                QueryError::Failed(format!(
+                    "{api} answered something that is not the API's JSON ({} bytes)",
+                    body.len()
+                ))
+            })?;
+            let Some(error) = json.get("error") else {
+                return Ok(json);
+            };
+            let text = |key: &str| -> String {
+                let value = error.get(key).and_then(Value::as_str).unwrap_or("");
+                value.chars().take(200).collect()
+            };
+            let code = text("code");
+            if (code == "assertuserfailed" || code == "assertnameduserfailed") && !relogged {
+                self.shared.session.expire(&api).await;
+                relogged = true;
+                continue;
+            }
+            if let Some(why) = session::denied(&code, self.shared.session.configured()) {
+                return Err(QueryError::Denied(Denied(format!("{api}: {why}"))));
+            }
+            if code == "maxlag" || code == "ratelimited" {
+                return Err(QueryError::Later(
+                    retry_after.unwrap_or(Duration::from_secs(5)),
+                    format!("{api}: {code}: {}", text("info")),
+                ));
+            }
+            return Err(QueryError::Failed(format!(
+                "{api}: {code}: {}",
+                text("info")
+            )));
+        }
     }
 }
 
@@ -299,11 +423,20 @@ impl ApiTask {
         if config.maxlag_secs > 0 {
             params.push(("maxlag", config.maxlag_secs.to_string()));
         }
+        if self.shared.session.configured() {
+            params.push(("assert", "user".to_owned()));
+        }
         let url = reqwest::Url::parse_with_params(&api, &params)
             .map_err(|e| format!("fetch.api_url {api:?}: {e}"))?;
         self.shared.metrics.batch.observe(revisions.len() as f64);
+        let request = self
+            .shared
+            .session
+            .authorize(&self.shared.client, &api, self.shared.client.get(url))
+            .await
+            .map_err(|e| e.to_string())?;
         let started = Instant::now();
-        let response = self.shared.client.get(url).send().await;
+        let response = request.send().await;
         let response = match response {
             Ok(response) => response,
             Err(error) => {
@@ -325,10 +458,14 @@ impl ApiTask {
             self.observe(started, "failed");
             // The body is not read, and never logged: it is the wiki's, or whatever a
             // host behind a redirect said.
-            let redirect = status.is_redirection().then_some(
-                " (a redirect to another host, not followed: point fetch.api_url at the wiki's own API)",
-            );
-            return Err(format!("{api} answered {status}{}", redirect.unwrap_or("")));
+            let hint = if status.is_redirection() {
+                " (a redirect to another host, not followed: point fetch.api_url at the wiki's own API)"
+            } else if matches!(status.as_u16(), 401 | 403) {
+                " (the wiki refuses this client: check [fetch.auth], or set it for a private wiki)"
+            } else {
+                ""
+            };
+            return Err(format!("{api} answered {status}{hint}"));
         }
         let body = match read_capped(response, config.max_response_bytes).await {
             Ok(body) => body,
@@ -363,6 +500,19 @@ impl ApiTask {
                     .collect::<String>()
             };
             let (code, info) = (text("code"), text("info"));
+            if code == "assertuserfailed" || code == "assertnameduserfailed" {
+                // The wiki dropped the session: log in again and ask again.
+                self.shared.session.expire(&api).await;
+                self.observe(started, "failed");
+                return Ok(Answer::Later(
+                    Duration::ZERO,
+                    format!("{api}: {code}: the session expired"),
+                ));
+            }
+            if let Some(why) = session::denied(&code, self.shared.session.configured()) {
+                self.observe(started, "failed");
+                return Err(format!("{api}: {why}"));
+            }
             if code == "maxlag" || code == "ratelimited" {
                 self.observe(started, "throttled");
                 return Ok(Answer::Later(

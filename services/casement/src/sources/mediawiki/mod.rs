@@ -1,6 +1,8 @@
-//! A MediaWiki's change stream: an EventStreams-style Server-Sent Events endpoint of
-//! `mediawiki.page_change` events (Wikimedia's public `…/v2/stream/mediawiki.page_change.v1`,
-//! or a wiki's own EventStreams in front of its EventBus topics), followed live.
+//! A MediaWiki's changes, followed live: an EventStreams-style Server-Sent Events endpoint
+//! of `mediawiki.page_change` events (Wikimedia's public
+//! `…/v2/stream/mediawiki.page_change.v1`, or a wiki's own EventStreams in front of its
+//! EventBus topics), or, for a wiki with only its Action API, its recent changes polled
+//! ([`poll`]: `api_url` and no `stream_url`).
 //!
 //! - Events that pass the filters (`meta.domain`, namespace, title patterns) go to the
 //!   pipeline as bytes, decoded like any `page_change`; content they do not carry is
@@ -12,6 +14,8 @@
 //! - Reconnects with exponential backoff (and the server's `retry:` as the first delay)
 //!   when the stream ends, fails or answers an error.
 
+pub mod listing;
+pub mod poll;
 mod position;
 mod sse;
 
@@ -35,8 +39,15 @@ use super::dead_letters::DeadLetterFile;
 #[serde(default, deny_unknown_fields)]
 pub struct MediawikiConfig {
     /// The SSE endpoint of a `page_change` stream, e.g.
-    /// `https://stream.wikimedia.org/v2/stream/mediawiki.page_change.v1`. Empty: off.
+    /// `https://stream.wikimedia.org/v2/stream/mediawiki.page_change.v1`.
     pub stream_url: String,
+    /// Instead of a stream: the wiki's Action API (e.g.
+    /// `https://wiki.acme.internal/w/api.php`), whose `list=recentchanges` is polled every
+    /// `poll_interval_ms`; also the fetcher's API when `fetch.api_url` is empty. Neither
+    /// this nor `stream_url`: off.
+    pub api_url: String,
+    /// How often the API is asked for what changed.
+    pub poll_interval_ms: u64,
     /// Wikis to index, by `meta.domain` (e.g. `en.wikipedia.org`); empty: every wiki of
     /// the stream.
     pub domains: Vec<String>,
@@ -57,6 +68,8 @@ impl Default for MediawikiConfig {
     fn default() -> Self {
         Self {
             stream_url: String::new(),
+            api_url: String::new(),
+            poll_interval_ms: 2_000,
             domains: Vec::new(),
             namespaces: vec![0],
             titles: Vec::new(),
@@ -69,15 +82,61 @@ impl Default for MediawikiConfig {
 
 impl MediawikiConfig {
     pub fn enabled(&self) -> bool {
-        !self.stream_url.is_empty()
+        !self.stream_url.is_empty() || !self.api_url.is_empty()
+    }
+
+    /// Whether the wiki's recent changes are polled (no stream).
+    pub fn polling(&self) -> bool {
+        self.stream_url.is_empty() && !self.api_url.is_empty()
+    }
+
+    /// What the position in `mediawiki.json` is of: the stream, or the polled API.
+    pub fn followed(&self) -> &str {
+        if self.polling() {
+            &self.api_url
+        } else {
+            &self.stream_url
+        }
+    }
+
+    /// The polled wiki's host, `host[:port]` (the events' `meta.domain`).
+    pub fn polled_domain(&self) -> Option<String> {
+        let url = reqwest::Url::parse(&self.api_url).ok()?;
+        let host = url.host_str()?.to_ascii_lowercase();
+        Some(match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host,
+        })
     }
 
     pub fn validate(&self) -> Result<(), String> {
-        if self.enabled() && reqwest::Url::parse(&self.stream_url).is_err() {
+        if !self.stream_url.is_empty() && reqwest::Url::parse(&self.stream_url).is_err() {
             return Err(format!(
                 "sources.mediawiki.stream_url = {:?} is not a URL",
                 self.stream_url
             ));
+        }
+        if !self.stream_url.is_empty() && !self.api_url.is_empty() {
+            return Err(
+                "sources.mediawiki: set stream_url (follow an event stream) or api_url (poll \
+                 the wiki's recent changes), not both; the stream's content is fetched \
+                 through fetch.api_url"
+                    .into(),
+            );
+        }
+        if !self.api_url.is_empty()
+            && (!(self.api_url.starts_with("http://") || self.api_url.starts_with("https://"))
+                || self.polled_domain().is_none()
+                || self.api_url.contains("{domain}"))
+        {
+            return Err(format!(
+                "sources.mediawiki.api_url = {:?} must be one wiki's Action API URL, e.g. \
+                 https://wiki.acme.internal/w/api.php",
+                self.api_url
+            ));
+        }
+        if self.poll_interval_ms < 100 {
+            return Err("sources.mediawiki.poll_interval_ms must be at least 100".into());
         }
         if self.reconnect_initial_ms == 0 || self.reconnect_max_ms < self.reconnect_initial_ms {
             return Err(
@@ -92,7 +151,7 @@ impl MediawikiConfig {
     }
 
     /// Whether an event of the stream is one to index.
-    fn wants(&self, event: &Value) -> bool {
+    pub fn wants(&self, event: &Value) -> bool {
         let text = |path: &[&str]| path.iter().try_fold(event, |v, k| v.get(k))?.as_str();
         if !self.domains.is_empty() {
             let Some(domain) = text(&["meta", "domain"]) else {
@@ -149,6 +208,8 @@ pub struct StreamMetrics {
     pub filtered: IntCounter,
     pub reconnects: IntCounter,
     pub lag: StreamLag,
+    /// Polls that found recentchanges no longer holding changes after the position.
+    pub poll_gaps: IntCounter,
 }
 
 /// `casement_mediawiki_stream_lag_seconds`: now minus the time of the last event read,
@@ -220,6 +281,11 @@ impl StreamMetrics {
             "Reconnections to the MediaWiki stream.",
         )
         .expect("metric");
+        let poll_gaps = IntCounter::new(
+            "casement_mediawiki_poll_gaps_total",
+            "Times the polled wiki's recentchanges no longer held the changes after the last one indexed (older than $wgRCMaxAge): repair with casement audit --fix --wiki.",
+        )
+        .expect("metric");
         let lag = StreamLag {
             gauge: Gauge::new(
                 "casement_mediawiki_stream_lag_seconds",
@@ -233,6 +299,7 @@ impl StreamMetrics {
             Box::new(filtered.clone()),
             Box::new(reconnects.clone()),
             Box::new(lag.clone()),
+            Box::new(poll_gaps.clone()),
         ] {
             registry.register(metric).expect("unique metric names");
         }
@@ -241,6 +308,7 @@ impl StreamMetrics {
             filtered,
             reconnects,
             lag,
+            poll_gaps,
         }
     }
 }

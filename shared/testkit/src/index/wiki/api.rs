@@ -1,9 +1,12 @@
-//! A local stand-in for a MediaWiki's Action API, on loopback: it answers the one query
+//! A local stand-in for a MediaWiki's Action API, on loopback: it answers the query
 //! Casement's fetcher sends (`action=query&prop=revisions|info&revids=…`, formatversion
 //! 2) from page histories a test gives it (the 18F Handbook's real revisions, numbered as
-//! a wiki numbers them), and can throttle (429 with `Retry-After`), hide a revision's
-//! text, delete a page and move one. It records every request. It is not MediaWiki and
-//! claims no more than the answers' shape, which follows the API's documentation.
+//! a wiki numbers them, or real Wikipedia wikitext), and can throttle (429 with
+//! `Retry-After`), hide a revision's text, delete a page and move one. Edited through
+//! [`WikiStandIn::edit`] and the log actions beside it, it also keeps recent changes and
+//! answers the poller and the audit, behind a login when asked ([`super::changes`]). It
+//! records every request. It is not MediaWiki and claims no more than the answers' shape,
+//! which follows the API's documentation.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -14,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::WikiRevision;
+use super::changes::{self, Login};
 
 /// An answer given instead of the API's: status, headers, body.
 type Canned = (StatusCode, Vec<(String, String)>, String);
@@ -22,13 +26,30 @@ type Canned = (StatusCode, Vec<(String, String)>, String);
 pub type Instead<'a> = (u16, &'a [(&'a str, &'a str)], &'a str);
 
 #[derive(Debug, Default)]
-struct Wiki {
+pub(super) struct Wiki {
     /// rev_id → (page_id, content)
-    revisions: HashMap<u64, (u64, String)>,
+    pub(super) revisions: HashMap<u64, (u64, String)>,
     /// page_id → current title
-    titles: HashMap<u64, String>,
-    deleted_pages: HashSet<u64>,
-    hidden: HashSet<u64>,
+    pub(super) titles: HashMap<u64, String>,
+    /// page_id → namespace, when not 0.
+    pub(super) namespaces: HashMap<u64, i64>,
+    pub(super) redirects: HashSet<u64>,
+    pub(super) deleted_pages: HashSet<u64>,
+    pub(super) hidden: HashSet<u64>,
+    /// Recent changes, in order; those below `horizon` (an rcid) are gone.
+    pub(super) changes: Vec<Value>,
+    pub(super) next_rcid: u64,
+    pub(super) horizon: u64,
+    /// A frozen clock (seconds since the epoch); `None`: the real one.
+    pub(super) clock: Option<i64>,
+    pub(super) login: Option<Login>,
+    /// Logged-in sessions, and login tokens by the session they were given to.
+    pub(super) sessions: HashSet<String>,
+    pub(super) pending: HashMap<String, String>,
+    pub(super) next_session: u64,
+    pub(super) login_attempts: usize,
+    /// Requests answered readapidenied or assertuserfailed.
+    pub(super) refused: usize,
     throttle: u32,
     /// Every answer is this (status, headers, body) instead of the API's.
     broken: Option<Canned>,
@@ -59,7 +80,7 @@ impl WikiStandIn {
     pub async fn start() -> Self {
         let wiki = Arc::new(Mutex::new(Wiki::default()));
         let app = axum::Router::new()
-            .route("/w/api.php", axum::routing::get(api))
+            .route("/w/api.php", axum::routing::get(api).post(login))
             .with_state(wiki.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -111,6 +132,171 @@ impl WikiStandIn {
         self.with(|wiki| wiki.hidden.insert(rev_id));
     }
 
+    /// Saves `content` as a new revision of page `page_id` (created when new) under
+    /// `title` in `namespace`, as an edit or a creation in the recent changes.
+    pub fn edit(&self, page_id: u64, namespace: i64, title: &str, content: &str) -> WikiRevision {
+        self.with(|wiki| {
+            let next = wiki.revisions.keys().max().copied().unwrap_or(999) + 1;
+            let old = wiki.last_revision(page_id);
+            let new = !wiki.titles.contains_key(&page_id);
+            wiki.revisions.insert(next, (page_id, content.to_owned()));
+            wiki.titles.insert(page_id, title.to_owned());
+            wiki.namespaces.insert(page_id, namespace);
+            let (kind, change) = if new {
+                ("create", "new")
+            } else {
+                ("edit", "edit")
+            };
+            wiki.record(json!({"type": change, "ns": namespace, "title": title,
+                "pageid": page_id, "revid": next, "old_revid": old.unwrap_or(0),
+                "oldlen": 0, "newlen": content.len()}));
+            WikiRevision {
+                page_id,
+                rev_id: next,
+                title: title.to_owned(),
+                content: content.to_owned(),
+                kind,
+            }
+        })
+    }
+
+    /// Records a log entry for the page; with `null_revision`, first saves a revision of
+    /// the same text (as MediaWiki does for a move or a protection), named by the entry's
+    /// `revid`.
+    fn log(
+        &self,
+        page_id: u64,
+        logtype: &str,
+        logaction: &str,
+        extra: Value,
+        null_revision: bool,
+    ) -> Option<WikiRevision> {
+        self.with(|wiki| {
+            let title = wiki.titles.get(&page_id).cloned().unwrap_or_default();
+            let namespace = wiki.namespaces.get(&page_id).copied().unwrap_or(0);
+            let saved = null_revision
+                .then(|| {
+                    let last = wiki.last_revision(page_id)?;
+                    let content = wiki.revisions.get(&last)?.1.clone();
+                    let next = wiki.revisions.keys().max().copied().unwrap_or(999) + 1;
+                    wiki.revisions.insert(next, (page_id, content.clone()));
+                    Some((next, content))
+                })
+                .flatten();
+            let mut change = json!({"type": "log", "ns": namespace, "title": title,
+                "pageid": page_id, "revid": saved.as_ref().map_or(0, |(rev, _)| *rev),
+                "old_revid": 0, "logtype": logtype, "logaction": logaction, "logparams": {}});
+            if let (Some(change), Value::Object(extra)) = (change.as_object_mut(), extra) {
+                change.extend(extra);
+            }
+            wiki.record(change);
+            saved.map(|(rev_id, content)| WikiRevision {
+                page_id,
+                rev_id,
+                title,
+                content,
+                kind: "edit",
+            })
+        })
+    }
+
+    /// Deletes a page, with its delete log entry.
+    pub fn delete(&self, page_id: u64) {
+        self.log(page_id, "delete", "delete", json!({}), false);
+        self.delete_page(page_id);
+    }
+
+    /// Restores a deleted page with its revisions, with its log entry.
+    pub fn restore(&self, page_id: u64) {
+        self.undelete_page(page_id);
+        self.log(page_id, "delete", "restore", json!({}), false);
+    }
+
+    /// Moves a page to `title` in `namespace`, with its log entry (which names the old
+    /// title and the new one) and its null revision, returned (under the new title).
+    pub fn rename(&self, page_id: u64, namespace: i64, title: &str) -> WikiRevision {
+        let null = self
+            .log(
+                page_id,
+                "move",
+                "move",
+                json!({"logparams": {"target_ns": namespace, "target_title": title}}),
+                true,
+            )
+            .expect("a page to move");
+        self.with(|wiki| {
+            wiki.titles.insert(page_id, title.to_owned());
+            wiki.namespaces.insert(page_id, namespace);
+        });
+        WikiRevision {
+            title: title.to_owned(),
+            ..null
+        }
+    }
+
+    /// Protects a page: a log entry and a null revision (returned); the text is the same.
+    pub fn protect(&self, page_id: u64) -> WikiRevision {
+        self.log(
+            page_id,
+            "protect",
+            "protect",
+            json!({"logparams": {"description": "[edit=sysop] (indefinite)"}}),
+            true,
+        )
+        .expect("a page to protect")
+    }
+
+    /// Forgets the recent changes up to and including `rcid`, as `$wgRCMaxAge` does.
+    pub fn forget_changes_through(&self, rcid: u64) {
+        self.with(|wiki| wiki.horizon = rcid + 1);
+    }
+
+    /// The newest change's rcid.
+    pub fn last_rcid(&self) -> u64 {
+        self.with(|wiki| wiki.next_rcid)
+    }
+
+    /// Stops the clock at `seconds` since the epoch (`None`: the real clock again), so
+    /// that changes share a second.
+    pub fn freeze_clock(&self, seconds: Option<i64>) {
+        self.with(|wiki| wiki.clock = seconds);
+    }
+
+    /// The wiki's clock now, in seconds since the epoch.
+    pub fn now(&self) -> i64 {
+        self.with(|wiki| wiki.now())
+    }
+
+    /// Only users logged in with this bot password may read.
+    pub fn require_bot_password(&self, user: &str, password: &str) {
+        self.with(|wiki| {
+            wiki.login = Some(Login::BotPassword {
+                user: user.to_owned(),
+                password: password.to_owned(),
+            });
+        });
+    }
+
+    /// Only requests with this OAuth 2 bearer token may read.
+    pub fn require_token(&self, token: &str) {
+        self.with(|wiki| wiki.login = Some(Login::Bearer(token.to_owned())));
+    }
+
+    /// Drops every session (they expired): the next request of each is refused.
+    pub fn expire_sessions(&self) {
+        self.with(|wiki| wiki.sessions.clear());
+    }
+
+    /// `action=login` requests received.
+    pub fn login_attempts(&self) -> usize {
+        self.with(|wiki| wiki.login_attempts)
+    }
+
+    /// Requests refused for want of a login (readapidenied, assertuserfailed).
+    pub fn refused(&self) -> usize {
+        self.with(|wiki| wiki.refused)
+    }
+
     /// Answers the next `requests` requests with 429 and `Retry-After: 1`.
     pub fn throttle(&self, requests: u32) {
         self.with(|wiki| wiki.throttle = requests);
@@ -155,6 +341,26 @@ impl WikiStandIn {
     }
 }
 
+/// `action=login`, the one POST (a form body).
+async fn login(State(wiki): State<Arc<Mutex<Wiki>>>, headers: HeaderMap, body: String) -> Response {
+    let form = changes::form(&body);
+    let mut wiki = wiki.lock().unwrap_or_else(|p| p.into_inner());
+    if form.get("action").map(String::as_str) != Some("login") {
+        return axum::Json(json!({"error": {"code": "badvalue",
+            "info": "the stand-in takes POST for action=login only"}}))
+        .into_response();
+    }
+    let cookie = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
+    let (answer, session) = wiki.log_in(&form, cookie);
+    let mut response = axum::Json(answer).into_response();
+    if let Some(session) = session
+        && let Ok(value) = format!("standinwiki_session={session}; path=/; HttpOnly").parse()
+    {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
 async fn api(
     State(wiki): State<Arc<Mutex<Wiki>>>,
     Query(params): Query<HashMap<String, String>>,
@@ -193,6 +399,36 @@ async fn api(
             "Too many requests",
         )
             .into_response();
+    }
+    let param = |key: &str| params.get(key).map_or("", String::as_str);
+    if param("meta") == "tokens" && param("type") == "login" {
+        let (answer, session) = wiki.login_token();
+        let mut response = axum::Json(answer).into_response();
+        if let Ok(value) = format!("standinwiki_session={session}; path=/; HttpOnly").parse() {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+        }
+        return response;
+    }
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let cookie = headers.get(header::COOKIE).and_then(|v| v.to_str().ok());
+    if let Some(error) = wiki.refuse(&params, bearer, cookie) {
+        wiki.refused += 1;
+        return axum::Json(error).into_response();
+    }
+    if param("list") == "recentchanges" {
+        return axum::Json(wiki.recent_changes(&params)).into_response();
+    }
+    if param("meta") == "siteinfo" {
+        return axum::Json(wiki.siteinfo(&params)).into_response();
+    }
+    if param("generator") == "allpages" {
+        return axum::Json(wiki.all_pages(&params)).into_response();
+    }
+    if let Some(ids) = params.get("pageids") {
+        return axum::Json(wiki.pages_by_id(ids)).into_response();
     }
     let query_ok = params.get("action").map(String::as_str) == Some("query")
         && params.get("formatversion").map(String::as_str) == Some("2")
@@ -233,8 +469,9 @@ async fn api(
         .into_iter()
         .map(|(page_id, revisions)| {
             let title = wiki.titles.get(&page_id).cloned().unwrap_or_default();
+            let namespace = wiki.namespaces.get(&page_id).copied().unwrap_or(0);
             json!({
-                "pageid": page_id, "ns": 0, "title": title,
+                "pageid": page_id, "ns": namespace, "title": title,
                 "fullurl": format!("https://wiki.example/wiki/{}", title.replace(' ', "_")),
                 "revisions": revisions
             })

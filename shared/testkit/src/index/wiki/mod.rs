@@ -5,6 +5,7 @@
 //! claim no more than the shapes of its answers, which follow its documentation.
 
 mod api;
+mod changes;
 mod stream;
 
 use std::collections::HashMap;
