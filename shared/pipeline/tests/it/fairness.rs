@@ -48,6 +48,7 @@ fn upsert(doc_id: &str, content: String) -> Event {
             tenant: None,
             format: Format::Markdown,
             content,
+            revision_url: None,
         }),
         format: EventFormat::Native,
     }
@@ -161,9 +162,11 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
     send(revoke).await.expect("send");
     let first = finished.recv().await.expect("finished");
     let small_took = sent_small.elapsed();
+    // Counted when the small edit finishes, not after the revocation behind it: the
+    // large document goes on embedding meanwhile, and those slices did not hold the edit.
+    let slices_before_small = metrics.embedding_batch.get_sample_count() - batches_before;
     let revoked = finished.recv().await.expect("finished");
     let revoke_took = sent_small.elapsed();
-    let slices_before_small = metrics.embedding_batch.get_sample_count() - batches_before;
     let second = finished.recv().await.expect("finished");
     let big_took = sent_small.elapsed();
     let slices = metrics.embedding_batch.get_sample_count() - batches_before;
