@@ -285,6 +285,8 @@ export interface components {
             doc_id: string;
             title: string;
             url: string | null;
+            /** @description The address of the revision these sentences were read from (a wiki's index.php?oldid=N), when the source gives one: it reads as quoted after later edits. `url` names the page. */
+            revision_url: string | null;
             tenant: string | null;
             /** @description The document's metadata, as its change event gave it ({} when none). */
             metadata: {
@@ -344,6 +346,8 @@ export interface components {
             deleted: boolean;
             title: string;
             url: string | null;
+            /** @description The indexed revision's own address, when its source gives one. */
+            revision_url: string | null;
             tenant: string | null;
             sentence_count: number;
             sections: {
@@ -428,6 +432,8 @@ export interface components {
             content?: string;
             tenant?: string;
             url?: string;
+            /** @description The address of this revision (a permalink), returned beside url in each search result */
+            revision_url?: string;
             /** @description Free-form JSON object: stored with every point of the document and returned with each search result; searches can filter on the keys the operator lists in store.indexed_metadata. A revision that changes only the metadata rewrites payloads, not vectors */
             metadata?: {
                 [key: string]: unknown;

@@ -10,6 +10,13 @@
 //!   event's publication on the stream to the revision being searchable (`GET
 //!   /v1/documents`, polled every 5 ms), p50 / p95.
 //!
+//! - Polling (issue 40): a second stand-in wiki with only its Action API, followed by
+//!   `list=recentchanges` at the default `poll_interval_ms` (2,000). The same history is
+//!   saved on it as edits (deletes and restores as log events) once the poller follows;
+//!   reports events/s to the last page searchable, API requests per change (polls, page
+//!   lookups, fetches), then single edits one at a time: freshness from the save (the
+//!   change's timestamp) to searchable, p50 / p95.
+//!
 //! Writes `target/bench/wiki.json`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -29,6 +36,8 @@ use support::{Service, percentile};
 const WIKI: &str = "handbookwiki";
 const DOMAIN: &str = "handbook.wiki.example";
 const LIVE_EDITS: usize = 100;
+/// The stand-in Action API's `siteinfo` wikiid: the polled documents' prefix.
+const WIKI_POLLED: &str = "standinwiki";
 
 /// The revision of `doc_id` the service serves.
 async fn revision(service: &Service, doc_id: &str) -> Option<u64> {
@@ -58,12 +67,113 @@ fn whole_page_sentences(history: &[WikiRevision]) -> usize {
                 tenant: None,
                 format: Format::Wikitext,
                 content: r.content.clone(),
+                revision_url: None,
             };
             plan_upsert(&[], &revision, &TextConfig::default())
                 .map(|(plan, _)| plan.embed.len())
                 .unwrap_or(0)
         })
         .sum()
+}
+
+/// The polling source (issue 40): a second wiki with only its Action API, followed by
+/// `list=recentchanges` at the default interval. The same history is saved on it as edits
+/// once the poller follows; then single edits, one at a time.
+async fn polling(history: &[WikiRevision]) -> Value {
+    let wiki = WikiStandIn::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("casement.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = \"{}\"\n[sources.mediawiki]\napi_url = \"{}\"\n\
+             [fetch]\nrequests_per_second = 1000\n\
+             user_agent = \"CasementBench/1.0 (bench; ops@casement.example)\"\n",
+            dir.path().join("data").display(),
+            wiki.api_url
+        ),
+    )
+    .unwrap();
+    let interval_ms = 2_000; // sources.mediawiki.poll_interval_ms's default
+    let service = Service::start(None, &["--config", config.to_str().unwrap(), "run"], &[]);
+    // siteinfo, the newest change, a first poll: from here, every change is followed.
+    let started = Instant::now();
+    while wiki.arrivals() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the poller did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = wiki.arrivals();
+    let begun = Instant::now();
+    let mut deleted = std::collections::HashSet::new();
+    let mut last: BTreeMap<u64, WikiRevision> = BTreeMap::new();
+    for revision in history {
+        if revision.kind == "delete" {
+            if last.remove(&revision.page_id).is_some() {
+                wiki.delete(revision.page_id);
+                deleted.insert(revision.page_id);
+            }
+            continue;
+        }
+        if deleted.remove(&revision.page_id) {
+            wiki.restore(revision.page_id);
+        }
+        let saved = wiki.edit(revision.page_id, 0, &revision.title, &revision.content);
+        last.insert(revision.page_id, saved);
+    }
+    let changes = wiki.last_rcid() as usize;
+    // Done when every page's last revision is served (deleted pages: gone).
+    for (page_id, saved) in &last {
+        let doc_id = format!("{WIKI_POLLED}:{page_id}");
+        while revision(&service, &doc_id).await != Some(saved.rev_id) {
+            assert!(
+                begun.elapsed() < Duration::from_secs(3600),
+                "the polled backlog did not finish within an hour"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let backlog_s = begun.elapsed().as_secs_f64();
+    let backlog_requests = wiki.arrivals() - before;
+    let pages: Vec<WikiRevision> = last.into_values().collect();
+    let mut freshness = Vec::with_capacity(LIVE_EDITS);
+    let live_before = wiki.arrivals();
+    for i in 0..LIVE_EDITS {
+        let page = &pages[(i * 7) % pages.len()];
+        let content = format!(
+            "{}\n\nLive edit {i}: the policy was reviewed and stays in force.",
+            page.content
+        );
+        let saved = wiki.edit(page.page_id, 0, &page.title, &content);
+        let changed = Instant::now();
+        let doc_id = format!("{WIKI_POLLED}:{}", page.page_id);
+        while revision(&service, &doc_id).await != Some(saved.rev_id) {
+            assert!(
+                changed.elapsed() < Duration::from_secs(60),
+                "polled edit {i} not searchable within a minute"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        freshness.push(changed.elapsed().as_secs_f64() * 1e3);
+        // Not in step with the poll: a pause of a third of the interval, plus a little.
+        tokio::time::sleep(Duration::from_millis(interval_ms / 3 + 37 * (i as u64 % 7))).await;
+    }
+    let live_requests = wiki.arrivals() - live_before;
+    freshness.sort_by(f64::total_cmp);
+    let (p50, p95) = (percentile(&freshness, 0.5), percentile(&freshness, 0.95));
+    service.stop();
+    json!({
+        "changes": changes,
+        "backlog_seconds": backlog_s,
+        "events_per_second": changes as f64 / backlog_s.max(1e-9),
+        "requests_per_event": backlog_requests as f64 / changes.max(1) as f64,
+        "poll_interval_ms": interval_ms,
+        "live_edits": LIVE_EDITS,
+        "live_requests": live_requests,
+        "freshness_ms": {"p50": p50, "p95": p95},
+    })
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -181,6 +291,10 @@ async fn main() {
     }
     freshness.sort_by(f64::total_cmp);
     let (p50, p95) = (percentile(&freshness, 0.5), percentile(&freshness, 0.95));
+    service.stop();
+
+    println!("polling: the same history saved on a wiki with only its Action API");
+    let polled = polling(&history).await;
 
     println!();
     println!("| figure | value |");
@@ -203,6 +317,24 @@ async fn main() {
     println!(
         "| live: {LIVE_EDITS} single edits, published on the stream → searchable, p50 / p95 (ms) | {p50:.0} / {p95:.0} |"
     );
+    println!(
+        "| polling: changes saved (edits, creations, deletes, restores) | {} |",
+        polled["changes"]
+    );
+    println!(
+        "| polling: events/s (first saved to last searchable) | {:.1} |",
+        polled["events_per_second"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "| polling: API requests / change (recentchanges, lookups, fetches) | {:.3} |",
+        polled["requests_per_event"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "| polling: {LIVE_EDITS} single edits at poll_interval_ms = {}, saved → searchable, p50 / p95 (ms) | {:.0} / {:.0} |",
+        polled["poll_interval_ms"],
+        polled["freshness_ms"]["p50"].as_f64().unwrap_or(0.0),
+        polled["freshness_ms"]["p95"].as_f64().unwrap_or(0.0)
+    );
     casement_testkit::write_bench_json(
         "wiki.json",
         &json!({
@@ -218,6 +350,7 @@ async fn main() {
             "whole_page_sentences": whole,
             "live_edits": LIVE_EDITS,
             "freshness_ms": {"p50": p50, "p95": p95},
+            "polling": polled,
         }),
     );
 }

@@ -39,6 +39,7 @@ pub fn command(
         format,
         content: content.clone(),
         metadata: serde_json::Map::new(),
+        revision_url: None,
     };
     let segmented = segment(&revision, text)?;
     writeln!(

@@ -40,6 +40,7 @@ fn event(doc_id: String, title: &str, format: Format, content: String) -> Event 
             tenant: None,
             format,
             content,
+            revision_url: None,
         }),
         format: EventFormat::Native,
     }

@@ -245,7 +245,12 @@ pub struct SearchResponse {
 pub struct WindowAnswer {
     pub doc_id: String,
     pub title: String,
+    /// The document's address (a wiki page, a file).
     pub url: Option<String>,
+    /// The address of the revision these sentences were read from (a wiki's
+    /// `index.php?oldid=N`), when the source gives one: it reads as quoted after later
+    /// edits.
+    pub revision_url: Option<String>,
     pub tenant: Option<String>,
     /// The document's metadata, as its change event gave it (`{}` when none).
     pub metadata: serde_json::Map<String, serde_json::Value>,
@@ -336,6 +341,8 @@ pub struct DocumentAnswer {
     pub deleted: bool,
     pub title: String,
     pub url: Option<String>,
+    /// The indexed revision's own address, when its source gives one.
+    pub revision_url: Option<String>,
     pub tenant: Option<String>,
     pub sentence_count: usize,
     pub sections: Vec<SectionAnswer>,

@@ -418,6 +418,7 @@ async fn document<S: Store + 'static>(
         deleted: state.deleted,
         title: state.title,
         url: state.url,
+        revision_url: state.revision_url,
         tenant: state.tenant,
         sentence_count: records.len(),
         sections,

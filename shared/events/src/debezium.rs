@@ -138,6 +138,7 @@ pub(crate) fn decode(json: Value, config: &DecodeConfig) -> Result<Event, Reject
                     .and_then(|c| column_text(&after, c)),
                 format,
                 content,
+                revision_url: None,
             })
         }
         "d" => {

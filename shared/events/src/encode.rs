@@ -17,6 +17,7 @@ pub fn native_json(event: &Event) -> Option<Vec<u8>> {
             content: Some(revision.content.clone()),
             tenant: revision.tenant.clone(),
             url: revision.url.clone(),
+            revision_url: revision.revision_url.clone(),
             metadata: revision.metadata.clone(),
             access: revision.access.clone(),
             event_time: None,

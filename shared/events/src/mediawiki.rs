@@ -108,6 +108,7 @@ pub(crate) fn decode(json: Value, access: &AccessConfig) -> Result<Event, Reject
                 tenant: None,
                 format,
                 content: content.to_owned(),
+                revision_url: None,
             };
             if kind == "undelete" {
                 Change::Restore(revision)

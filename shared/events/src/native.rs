@@ -33,6 +33,10 @@ pub struct NativeEvent {
     pub tenant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The address of this revision (a permalink), beside the page's `url`: citations
+    /// carry both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_url: Option<String>,
     /// Free-form; carried, not indexed.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
@@ -75,6 +79,7 @@ impl NativeEvent {
             content: None,
             tenant: None,
             url: None,
+            revision_url: None,
             metadata: Default::default(),
             access: None,
             event_time: None,
@@ -111,6 +116,7 @@ impl NativeEvent {
                     tenant: self.tenant,
                     format,
                     content,
+                    revision_url: self.revision_url,
                 })
             }
         };

@@ -65,6 +65,7 @@ impl LogEvent {
             content: (!delete).then(|| self.content.clone()),
             tenant: None,
             url: self.path.clone().filter(|_| !delete),
+            revision_url: None,
             metadata: Default::default(),
             access: self.access.clone().filter(|_| !delete),
             event_time: self.timestamp.clone(),
@@ -87,6 +88,7 @@ impl LogEvent {
             tenant: None,
             format: self.format.parse::<Format>()?,
             content: self.content.clone(),
+            revision_url: None,
         })
     }
 }

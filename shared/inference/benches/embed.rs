@@ -285,6 +285,7 @@ fn corpus_sentences() -> Vec<String> {
             tenant: None,
             format: Format::Markdown,
             content: event.content,
+            revision_url: None,
         };
         let segmented = segment(&revision, &TextConfig::default()).expect("segments");
         for section in &segmented.sections {

@@ -114,6 +114,7 @@ impl Loader {
             tenant: Some(format!("tenant-{}", copy % 4)),
             format: Format::Text,
             content: article.text.clone(),
+            revision_url: None,
         };
         let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
         let noise = if copy == 0 { 0.0 } else { 0.35 };

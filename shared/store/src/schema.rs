@@ -190,6 +190,7 @@ mod tests {
             content: "# A\n\nOne sentence. Two sentences.\n".into(),
             tenant: Some("acme".into()),
             url: Some("https://x/d".into()),
+            revision_url: None,
         };
         let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
         for record in &plan.embed {

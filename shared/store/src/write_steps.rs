@@ -30,8 +30,12 @@ pub(crate) enum WriteStep<'a> {
     SetPayload(&'a SentenceRecord),
     /// Points to delete, all in one step.
     Delete(Vec<Uuid>),
-    /// Set `revision` on every sentence point of the document.
-    StampRevision { doc: DocRef<'a>, revision: u64 },
+    /// Set `revision` and `revision_url` on every sentence point of the document.
+    StampRevision {
+        doc: DocRef<'a>,
+        revision: u64,
+        revision_url: Option<&'a str>,
+    },
     /// The document state (its own point, no vectors).
     PutDocument(&'a DocumentState),
 }
@@ -69,9 +73,17 @@ pub(crate) fn write_steps<'a>(
                 Some(WriteStep::Delete(ids)) => ids.push(id),
                 _ => steps.push(WriteStep::Delete(vec![id])),
             },
-            Operation::StampRevision { doc_id, revision } => {
+            Operation::StampRevision {
+                doc_id,
+                revision,
+                revision_url,
+            } => {
                 let doc = DocRef::new(plan.document.tenant.as_deref(), doc_id);
-                steps.push(WriteStep::StampRevision { doc, revision });
+                steps.push(WriteStep::StampRevision {
+                    doc,
+                    revision,
+                    revision_url,
+                });
             }
             Operation::PutDocument(state) => steps.push(WriteStep::PutDocument(state)),
         }

@@ -49,6 +49,7 @@ fn revision(data: &[u8], number: u64) -> Option<(Revision, TextConfig)> {
         format: FORMATS[usize::from(first) % FORMATS.len()],
         content: String::from_utf8_lossy(rest).into_owned(),
         metadata: Default::default(),
+        revision_url: None,
     };
     Some((revision, config))
 }

@@ -214,6 +214,7 @@ fn measure(name: &str, pages: &[Page], config: &TextConfig, show: usize) -> Tall
             format: page.format,
             content: page.content.clone(),
             metadata: serde_json::Map::new(),
+            revision_url: None,
         };
         let Ok(segmented) = segment(&revision, config) else {
             continue;

@@ -42,10 +42,11 @@ pub enum Operation<'a> {
     Upsert(&'a SentenceRecord),
     SetPayload(&'a SentenceRecord),
     Delete(Uuid),
-    /// Set `revision` on every point of the document.
+    /// Set `revision` and `revision_url` on every point of the document.
     StampRevision {
         doc_id: &'a str,
         revision: u64,
+        revision_url: Option<&'a str>,
     },
     PutDocument(&'a DocumentState),
 }
@@ -72,6 +73,7 @@ impl ChangePlan {
             .chain(std::iter::once(Operation::StampRevision {
                 doc_id: &self.doc_id,
                 revision: self.revision,
+                revision_url: self.document.revision_url.as_deref(),
             }))
             .chain(std::iter::once(Operation::PutDocument(&self.document)))
     }
@@ -141,6 +143,7 @@ pub fn plan_delete(
             deleted: true,
             title,
             url,
+            revision_url: None,
             tenant,
             sentence_count: 0,
             section_count: 0,
@@ -171,6 +174,7 @@ fn diff_records(
             deleted: false,
             title: segmented.title.clone(),
             url: segmented.url.clone(),
+            revision_url: segmented.revision_url.clone(),
             tenant: segmented.tenant.clone(),
             sentence_count: target.len(),
             section_count: segmented.sections.len(),

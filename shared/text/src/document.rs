@@ -52,6 +52,9 @@ pub struct DocumentState {
     pub deleted: bool,
     pub title: String,
     pub url: Option<String>,
+    /// The indexed revision's own address (`Revision::revision_url`); none on a tombstone.
+    #[serde(default)]
+    pub revision_url: Option<String>,
     pub tenant: Option<String>,
     pub sentence_count: usize,
     pub section_count: usize,
@@ -137,6 +140,7 @@ mod tests {
             deleted,
             title: String::new(),
             url: None,
+            revision_url: None,
             tenant: None,
             sentence_count: 0,
             section_count: 0,

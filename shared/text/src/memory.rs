@@ -83,9 +83,14 @@ impl MemoryIndex {
             Operation::Delete(id) => {
                 points.remove(&id);
             }
-            Operation::StampRevision { revision, .. } => {
+            Operation::StampRevision {
+                revision,
+                revision_url,
+                ..
+            } => {
                 for point in points.values_mut() {
                     point.record.revision = revision;
+                    point.record.revision_url = revision_url.map(str::to_owned);
                 }
             }
             Operation::PutDocument(state) => {

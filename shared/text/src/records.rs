@@ -44,6 +44,11 @@ pub struct SentenceRecord {
     pub revision: u64,
     pub title: String,
     pub url: Option<String>,
+    /// The address of the revision the index holds (`Revision::revision_url`): stamped
+    /// with `revision` on every point of the document. Written as `null` when none, so
+    /// that a stamp replaces an older one. Read as none when absent.
+    #[serde(default)]
+    pub revision_url: Option<String>,
     /// The document's metadata (the event's), the same on every point of a document.
     /// Always written, `{}` when none: a payload update (which merges top-level keys)
     /// must replace metadata that a revision dropped. Read as `{}` when absent.
@@ -135,6 +140,7 @@ impl SentenceRecord {
             doc_id,
             tenant,
             revision: _,
+            revision_url: _,
             title,
             url,
             metadata,
@@ -299,6 +305,7 @@ pub fn build_records_with(
                 revision: segmented.revision,
                 title: segmented.title.clone(),
                 url: segmented.url.clone(),
+                revision_url: segmented.revision_url.clone(),
                 metadata: segmented.metadata.clone(),
                 public: segmented.access.public,
                 access_groups: segmented.access.groups.clone(),

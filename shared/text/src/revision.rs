@@ -57,6 +57,10 @@ pub struct Revision {
     /// Title given by the CMS; when absent, the front-matter title or the first heading is used.
     pub title: Option<String>,
     pub url: Option<String>,
+    /// The address of this very revision (a wiki's `index.php?oldid=N`), beside `url`,
+    /// which names the page: a citation that still reads as quoted after later edits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_url: Option<String>,
     pub tenant: Option<String>,
     pub format: Format,
     pub content: String,

@@ -64,6 +64,7 @@ pub struct SegmentedRevision {
     pub revision: u64,
     pub title: String,
     pub url: Option<String>,
+    pub revision_url: Option<String>,
     pub tenant: Option<String>,
     /// The revision's metadata, as given.
     pub metadata: serde_json::Map<String, serde_json::Value>,
@@ -184,6 +185,7 @@ pub fn segment_reusing(
         revision: revision.revision,
         title,
         url: revision.url.clone(),
+        revision_url: revision.revision_url.clone(),
         tenant: revision.tenant.clone(),
         metadata: revision.metadata.clone(),
         access: revision.access.clone().unwrap_or_default().normalized(),

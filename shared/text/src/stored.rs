@@ -204,6 +204,7 @@ pub fn segmented_from_records(
         revision: state.revision,
         title: first.map_or_else(|| state.title.clone(), |r| r.title.clone()),
         url: first.map_or_else(|| state.url.clone(), |r| r.url.clone()),
+        revision_url: first.map_or_else(|| state.revision_url.clone(), |r| r.revision_url.clone()),
         tenant: state.tenant.clone(),
         metadata: first.map(|r| r.metadata.clone()).unwrap_or_default(),
         access: first.map_or_else(|| state.access(), SentenceRecord::access),
@@ -240,6 +241,7 @@ mod tests {
             format: Format::Markdown,
             content: PAGE.into(),
             metadata: serde_json::Map::new(),
+            revision_url: None,
         };
         let segmented = segment(&revision, &config).unwrap();
         let records = build_records(&segmented, &config);
@@ -249,6 +251,7 @@ mod tests {
             deleted: false,
             title: "Travel".into(),
             url: revision.url.clone(),
+            revision_url: None,
             tenant: revision.tenant.clone(),
             sentence_count: records.len(),
             section_count: segmented.sections.len(),

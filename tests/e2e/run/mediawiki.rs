@@ -39,7 +39,7 @@ impl Pages {
 }
 
 /// Stops nothing: opens the index of a stopped service and compares every page with a
-/// fresh plan of its current revision (ids, payloads, windows, title and url).
+/// fresh plan of its current revision (ids, payloads, windows, title, url and revision url).
 async fn assert_equals_rebuild(data: &Path, pages: &Pages) {
     let store = open_store(data, casement_testkit::model().dimension());
     for (page_id, current) in &pages.0 {
@@ -62,6 +62,10 @@ async fn assert_equals_rebuild(data: &Path, pages: &Pages) {
             tenant: None,
             format: Format::Wikitext,
             content: revision.content.clone(),
+            revision_url: Some(format!(
+                "https://wiki.example/w/index.php?oldid={}",
+                revision.rev_id
+            )),
         };
         let (plan, _) = plan_upsert(&[], &rebuilt, &TextConfig::default()).unwrap();
         let mut expected = plan.embed;

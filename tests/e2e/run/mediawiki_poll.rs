@@ -65,7 +65,7 @@ fn real_pages(n: usize) -> Vec<(String, String)> {
 }
 
 /// Opens the index of a stopped service and compares every page with a fresh plan of
-/// its current revision (ids, payloads, windows, title, url and access).
+/// its current revision (ids, payloads, windows, title, url, revision url and access).
 async fn assert_equals_rebuild(data: &Path, pages: &Pages, step: &str) {
     let store = open_store(data, casement_testkit::model().dimension());
     for (page_id, current) in &pages.0 {
@@ -88,6 +88,10 @@ async fn assert_equals_rebuild(data: &Path, pages: &Pages, step: &str) {
             tenant: None,
             format: Format::Wikitext,
             content: revision.content.clone(),
+            revision_url: Some(format!(
+                "https://wiki.example/w/index.php?oldid={}",
+                revision.rev_id
+            )),
         };
         let (plan, _) = plan_upsert(&[], &rebuilt, &TextConfig::default()).unwrap();
         let mut expected = plan.embed;
@@ -97,7 +101,8 @@ async fn assert_equals_rebuild(data: &Path, pages: &Pages, step: &str) {
     }
 }
 
-/// Waits until the service holds every page at its current revision (or deleted).
+/// Waits until the service holds every page at its current revision (or deleted), and
+/// answers that revision's address.
 async fn wait_indexed(client: &Client, pages: &Pages, what: &str) {
     eventually(Duration::from_secs(300), what, || async {
         for (page_id, current) in &pages.0 {
@@ -110,6 +115,13 @@ async fn wait_indexed(client: &Client, pages: &Pages, what: &str) {
                     status == 200
                         && answer["revision"] == revision.rev_id
                         && answer["deleted"] == false
+                        // The API cites the exact revision the answer was read from.
+                        && answer["revision_url"]
+                            == format!(
+                                "https://wiki.example/w/index.php?oldid={}",
+                                revision.rev_id
+                            )
+                            .as_str()
                 }
                 None => status == 404 || answer["deleted"] == true,
             };

@@ -64,6 +64,7 @@ pub fn embedding_inputs(articles: &[Article]) -> Vec<String> {
             format: Format::Text,
             content: article.text.clone(),
             metadata: serde_json::Map::new(),
+            revision_url: None,
         };
         let segmented = segment(&revision, &text).unwrap();
         for record in build_records(&segmented, &text) {

@@ -100,6 +100,7 @@ fn window(doc_id: &str, text: &str) -> WindowAnswer {
         doc_id: doc_id.into(),
         title: String::new(),
         url: None,
+        revision_url: None,
         tenant: None,
         metadata: Default::default(),
         section_path: vec!["Section".into()],

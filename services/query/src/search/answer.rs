@@ -41,6 +41,7 @@ pub fn answer(window: Window) -> WindowAnswer {
         doc_id: window.doc_id,
         title: window.title,
         url: window.url,
+        revision_url: window.revision_url,
         tenant: window.tenant,
         metadata: window.metadata,
         section_path: window.section_path,

@@ -51,6 +51,7 @@ pub fn stored_window(hit: Hit, indexed_radius: usize) -> Window {
         section_path: r.section_path,
         title: r.title,
         url: r.url,
+        revision_url: r.revision_url,
         tenant: r.tenant,
         metadata: r.metadata,
     }

@@ -43,6 +43,8 @@ pub struct Window {
     pub section_path: Vec<String>,
     pub title: String,
     pub url: Option<String>,
+    /// The address of the revision (`SentenceRecord::revision_url`).
+    pub revision_url: Option<String>,
     pub tenant: Option<String>,
     /// The document's metadata (the event's), as stored with every point.
     pub metadata: serde_json::Map<String, serde_json::Value>,

@@ -70,6 +70,7 @@ impl Doc {
             section_path: vec![format!("Heading {section}")],
             title: "T".into(),
             url: None,
+            revision_url: None,
             tenant: None,
             metadata: Default::default(),
             sentences: indices.start as u32..indices.end as u32,

@@ -280,14 +280,23 @@ fn the_schema_file_is_valid_json_and_names_every_field() {
     let full = json!({
         "type": "upsert", "doc_id": "d", "revision": 1, "title": "T", "format": "html",
         "content": "<p>x</p>", "tenant": "t", "url": "https://x", "metadata": {"a": 1},
-        "access": {"groups": ["hr"]}, "event_time": "2026-11-22T10:00:00Z"
+        "access": {"groups": ["hr"]}, "event_time": "2026-11-22T10:00:00Z",
+        "revision_url": "https://x/index.php?oldid=1"
     });
     for key in full.as_object().expect("object").keys() {
         assert!(properties.contains(&key.as_str()), "{key} is in the schema");
     }
     assert_eq!(properties.len(), full.as_object().expect("object").len());
     let bytes = serde_json::to_vec(&full).expect("json");
-    decode(Some(&bytes), Some(b"d"), &auto()).expect("the full example decodes");
+    let decoded = decode(Some(&bytes), Some(b"d"), &auto()).expect("the full example decodes");
+    let Change::Upsert(revision) = decoded.change else {
+        panic!("an upsert: {:?}", decoded.change)
+    };
+    assert_eq!(
+        revision.revision_url.as_deref(),
+        Some("https://x/index.php?oldid=1"),
+        "the revision's own address travels with it"
+    );
 }
 
 /// Who may read a document travels in every format: the native event's (and a CloudEvent's)

@@ -32,23 +32,36 @@ pub(super) fn parse_revisions(json: &Value) -> HashMap<u64, Result<Fetched, Fetc
             .get("fullurl")
             .and_then(Value::as_str)
             .map(str::to_owned);
+        let script = page
+            .get("editurl")
+            .and_then(Value::as_str)
+            .and_then(|edit| edit.split_once('?'))
+            .map(|(script, _)| script.to_owned());
         let revisions = array(page, "revisions");
         for revision in revisions {
             let Some(id) = revision.get("revid").and_then(Value::as_u64) else {
                 continue;
             };
-            answered.insert(id, revision_content(revision, id, title, url.clone()));
+            let page = Page {
+                title,
+                url: url.clone(),
+                revision_url: script.as_ref().map(|script| format!("{script}?oldid={id}")),
+            };
+            answered.insert(id, revision_content(revision, id, page));
         }
     }
     answered
 }
 
-fn revision_content(
-    revision: &Value,
-    id: u64,
-    title: &str,
+/// What names a fetched revision: its page's title and url, its own url.
+struct Page<'a> {
+    title: &'a str,
     url: Option<String>,
-) -> Result<Fetched, FetchError> {
+    revision_url: Option<String>,
+}
+
+fn revision_content(revision: &Value, id: u64, page: Page<'_>) -> Result<Fetched, FetchError> {
+    let title = page.title;
     let main = revision
         .get("slots")
         .and_then(|slots| slots.get("main"))
@@ -90,7 +103,8 @@ fn revision_content(
         content: content.to_owned(),
         format,
         title: title.to_owned(),
-        url,
+        url: page.url,
+        revision_url: page.revision_url,
     })
 }
 
@@ -109,6 +123,7 @@ pub fn revision_of(reference: &casement_events::RevisionRef, fetched: Fetched) -
         tenant: reference.tenant.clone(),
         format: fetched.format,
         content: fetched.content,
+        revision_url: fetched.revision_url,
     }
 }
 
@@ -138,6 +153,7 @@ mod tests {
                 "pages": [
                     {"pageid": 7, "ns": 0, "title": "Travel policy",
                      "fullurl": "https://wiki.example/wiki/Travel_policy",
+                     "editurl": "https://wiki.example/w/index.php?title=Travel_policy&action=edit",
                      "revisions": [
                         {"revid": 11, "parentid": 10, "slots": {"main": {
                             "contentmodel": "wikitext", "contentformat": "text/x-wiki",
@@ -161,6 +177,7 @@ mod tests {
                 format: Format::Wikitext,
                 title: "Travel policy".into(),
                 url: Some("https://wiki.example/wiki/Travel_policy".into()),
+                revision_url: Some("https://wiki.example/w/index.php?oldid=11".into()),
             })
         );
         assert!(matches!(&answered[&10], Err(FetchError::Gone(why)) if why.contains("hidden")));

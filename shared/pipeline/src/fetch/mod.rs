@@ -49,6 +49,9 @@ pub struct Fetched {
     pub title: String,
     /// The page's URL (`fullurl`), when the wiki gives it.
     pub url: Option<String>,
+    /// This revision's permalink (`index.php?oldid=N`, from the page's `editurl`: the
+    /// wiki's own `$wgServer` and `$wgScript`), when the wiki gives it.
+    pub revision_url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -122,6 +122,7 @@ mod tests {
                 tenant: None,
                 format: Format::Markdown,
                 content: content.into(),
+                revision_url: None,
             }),
             format: casement_events::EventFormat::Native,
         }))

@@ -62,6 +62,7 @@ fn upsert(revision: u64, a: &str, b: &str) -> Event {
             tenant: None,
             format: casement_text::Format::Markdown,
             content: format!("# Router manual\n\n## Reset\n\n{a}\n\n## Pairing\n\n{b}\n"),
+            revision_url: None,
         }),
         format: EventFormat::Native,
     }

@@ -155,6 +155,7 @@ async fn a_backlog_shares_model_batches_and_flushes_and_is_acknowledged_only_whe
                 content: format!(
                     "# Question {n}\n\nReset router {n} from the admin page. Then pair device {n} again.\n"
                 ),
+                revision_url: None,
             }),
             format: EventFormat::Native,
         };

@@ -93,6 +93,7 @@ async fn a_revert_costs_no_model_call_and_a_tombstone_fences_older_upserts() {
             tenant: None,
             format: casement_text::Format::Markdown,
             content: content.into(),
+            revision_url: None,
         }),
         format: EventFormat::Native,
     };
@@ -166,6 +167,7 @@ async fn a_repeated_delete_is_stale_and_a_tombstone_keeps_title_url_and_tenant()
             tenant: Some("acme".into()),
             format: casement_text::Format::Markdown,
             content: "# Reset\n\nHold the button for ten seconds. The light blinks twice.\n".into(),
+            revision_url: None,
         }),
         format: EventFormat::Native,
     };
@@ -329,6 +331,7 @@ async fn two_tenants_with_the_same_doc_id_keep_both_documents() {
             tenant: Some(tenant.into()),
             format: casement_text::Format::Markdown,
             content: content.into(),
+            revision_url: None,
         }),
         format: EventFormat::Native,
     };

@@ -98,9 +98,14 @@ impl Inner {
                         UpdateOperation::PointOperation(PointOperations::DeletePoints { ids }),
                     )?;
                 }
-                WriteStep::StampRevision { doc, revision } => {
+                WriteStep::StampRevision {
+                    doc,
+                    revision,
+                    revision_url,
+                } => {
                     let mut payload = Map::new();
                     payload.insert("revision".into(), Value::from(revision));
+                    payload.insert("revision_url".into(), Value::from(revision_url));
                     self.update(
                         "stamp revision",
                         set_payload(payload, None, Some(document_sentences(doc))),

@@ -115,9 +115,14 @@ impl ServerStore {
                 WriteStep::Delete(ids) => {
                     self.delete(ids.into_iter().map(point_id).collect()).await?;
                 }
-                WriteStep::StampRevision { doc, revision } => {
+                WriteStep::StampRevision {
+                    doc,
+                    revision,
+                    revision_url,
+                } => {
                     let mut payload = Map::new();
                     payload.insert("revision".into(), Value::from(revision));
+                    payload.insert("revision_url".into(), Value::from(revision_url));
                     self.set_payload(payload, SetTarget::Filter(document_sentences(doc)))
                         .await?;
                 }

@@ -23,6 +23,7 @@ fn new_document(sentences: usize) -> ChangePlan {
         tenant: None,
         format: Format::Markdown,
         content,
+        revision_url: None,
     };
     let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
     assert_eq!(plan.embed.len(), sentences);
@@ -57,9 +58,14 @@ fn operations<'a>(steps: &[WriteStep<'a>]) -> Vec<Operation<'a>> {
                 .collect(),
             WriteStep::SetPayload(record) => vec![Operation::SetPayload(record)],
             WriteStep::Delete(ids) => ids.iter().copied().map(Operation::Delete).collect(),
-            WriteStep::StampRevision { doc, revision } => vec![Operation::StampRevision {
+            WriteStep::StampRevision {
+                doc,
+                revision,
+                revision_url,
+            } => vec![Operation::StampRevision {
                 doc_id: doc.doc_id,
                 revision: *revision,
+                revision_url: *revision_url,
             }],
             WriteStep::PutDocument(state) => vec![Operation::PutDocument(state)],
         })
@@ -91,7 +97,8 @@ fn steps_follow_the_operation_order() {
             WriteStep::Delete(plan.delete.clone()),
             WriteStep::StampRevision {
                 doc: "doc".into(),
-                revision: 3
+                revision: 3,
+                revision_url: None,
             },
             WriteStep::PutDocument(&plan.document),
         ]
@@ -159,7 +166,8 @@ fn a_plan_without_changes_writes_the_stamp_and_the_document() {
         vec![
             WriteStep::StampRevision {
                 doc: "doc".into(),
-                revision: 3
+                revision: 3,
+                revision_url: None,
             },
             WriteStep::PutDocument(&plan.document),
         ]

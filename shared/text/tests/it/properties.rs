@@ -61,6 +61,7 @@ impl Doc {
             tenant: Some("acme".into()),
             format: Format::Markdown,
             content: self.markdown(),
+            revision_url: None,
         }
     }
 
@@ -334,6 +335,7 @@ proptest! {
             metadata: Default::default(),
             doc_id: "t".into(), revision: 1, title: None, url: None, tenant: None,
             format: Format::Text, content: content.clone(),
+            revision_url: None,
         };
         let segmented = segment(&revision, &TextConfig::default()).expect("segments");
         let words: Vec<&str> = content.split_whitespace().collect();
@@ -369,6 +371,7 @@ proptest! {
             metadata: Default::default(),
             doc_id: "fuzz".into(), revision: 1, title: None, url: None, tenant: None,
             format, content,
+            revision_url: None,
         };
         if let Ok(segmented) = segment(&revision, &TextConfig::default()) {
             for section in &segmented.sections {

@@ -14,6 +14,7 @@ fn revision(format: Format, content: &str) -> Revision {
         tenant: None,
         format,
         content: content.into(),
+        revision_url: None,
     }
 }
 

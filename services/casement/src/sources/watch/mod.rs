@@ -658,6 +658,7 @@ impl Watcher {
             content: Some(content),
             tenant: None,
             url: Some(path.display().to_string()),
+            revision_url: None,
             metadata: Default::default(),
             event_time,
         };

@@ -71,6 +71,7 @@ pub fn upsert(
             tenant: tenant.map(str::to_owned),
             format,
             content: content.into(),
+            revision_url: None,
         }),
         format: EventFormat::Native,
     }

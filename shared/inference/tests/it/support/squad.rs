@@ -100,6 +100,7 @@ pub fn build_cases_read(
             tenant: None,
             format: Format::Text,
             content: article.text.clone(),
+            revision_url: None,
         };
         let segmented = segment(&revision, &config).expect("segments");
         let records = build_records(&segmented, &config);

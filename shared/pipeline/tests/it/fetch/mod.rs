@@ -155,6 +155,7 @@ async fn an_undelete_with_its_content_restores_the_page() {
         .into_iter()
         .map(|record| casement_text::SentenceRecord {
             url: None,
+            revision_url: None,
             ..record
         })
         .collect();

@@ -91,6 +91,10 @@ pub fn rebuild(revision: &WikiRevision, title: &str) -> Vec<casement_text::Sente
         tenant: None,
         format: Format::Wikitext,
         content: revision.content.clone(),
+        revision_url: Some(format!(
+            "https://wiki.example/w/index.php?oldid={}",
+            revision.rev_id
+        )),
     };
     let (plan, _) = plan_upsert(&[], &revision, &TextConfig::default()).expect("plan");
     let mut records = plan.embed;

@@ -33,6 +33,7 @@ impl SampleEvent {
             tenant: None,
             format: self.format.parse().expect("format"),
             content: self.content.clone(),
+            revision_url: None,
         }
     }
 }

@@ -74,6 +74,7 @@ pub fn markdown(doc_id: &str, revision: u64, tenant: Option<&str>, content: &str
         tenant: tenant.map(str::to_owned),
         format: Format::Markdown,
         content: content.to_owned(),
+        revision_url: None,
     }
 }
 

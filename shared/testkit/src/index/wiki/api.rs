@@ -473,6 +473,10 @@ async fn api(
             json!({
                 "pageid": page_id, "ns": namespace, "title": title,
                 "fullurl": format!("https://wiki.example/wiki/{}", title.replace(' ', "_")),
+                "editurl": format!(
+                    "https://wiki.example/w/index.php?title={}&action=edit",
+                    title.replace(' ', "_")
+                ),
                 "revisions": revisions
             })
         })

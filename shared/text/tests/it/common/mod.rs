@@ -53,6 +53,7 @@ impl CorpusEvent {
             tenant: None,
             format: self.format.parse().unwrap_or(Format::Text),
             content: self.content.clone(),
+            revision_url: None,
         }
     }
 }
