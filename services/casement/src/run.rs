@@ -115,6 +115,16 @@ pub async fn run(
         config.data_dir.display()
     );
     let engine = Engine::start(config.clone(), positions).await?;
+    // A wiki that refuses to let this client read stops the start (the polled one is
+    // asked by the poller's own start, below).
+    if !config.sources.mediawiki.polling()
+        && let Some(fetcher) =
+            casement_pipeline::Fetcher::start(&config.fetch, engine.pipeline_metrics.fetch.clone())?
+    {
+        fetcher.check_access().await.map_err(|denied| {
+            anyhow::anyhow!("fetch.api_url = {:?}: {denied}", config.fetch.api_url)
+        })?;
+    }
     // Events answered 202 by an earlier run and not finished then: applied first.
     let (journal, accepted) = Journal::open(
         &config.data_dir,

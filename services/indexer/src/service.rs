@@ -53,6 +53,12 @@ pub async fn run(config: IndexerConfig, shutdown: impl Future<Output = ()>) -> a
     let address = admin::serve(config.admin.listen, metrics.clone(), readiness.clone()).await?;
     tracing::info!(%address, "admin port: /healthz /readyz /metrics");
     let processor = processor(&config, &metrics).await?;
+    // A wiki that refuses to let this client read stops the start, with the reason.
+    if let Some(fetcher) = processor.fetcher() {
+        fetcher.check_access().await.map_err(|denied| {
+            anyhow::anyhow!("fetch.api_url = {:?}: {denied}", config.fetch.api_url)
+        })?;
+    }
     readiness.models_loaded.store(true, Ordering::Relaxed);
     let probed = processor.store.clone();
     let probe = factory::spawn_store_probe(move || probed.clone(), &metrics);

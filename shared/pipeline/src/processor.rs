@@ -129,6 +129,11 @@ impl<S: Store> Processor<S> {
         }
     }
 
+    /// The fetcher of `[fetch]`, when it names an API.
+    pub fn fetcher(&self) -> Option<&Fetcher> {
+        self.fetcher.as_ref()
+    }
+
     /// Where revisions that events name without their content are fetched (none: such
     /// events are dead-lettered, `no_content`).
     pub fn with_fetcher(mut self, fetcher: Option<Fetcher>) -> Self {

@@ -143,6 +143,33 @@ async fn follows_a_wiki_through_edits_moves_deletes_throttling_and_restarts() {
         ));
     };
 
+    // 0. A wiki that lets only logged-in users read, and no [fetch.auth]: the start stops
+    // with the reason, not a stream of failed fetches later.
+    wiki.require_token("a-token-casement-was-not-given");
+    let refused = tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || {
+            std::process::Command::new(crate::support::casement_bin())
+                .arg("--config")
+                .arg(&config)
+                .arg("run")
+                .arg("--listen")
+                .arg(format!("127.0.0.1:{}", crate::support::free_port()))
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("fetch.api_url")
+            && stderr.contains("the wiki lets only logged-in users read (readapidenied)"),
+        "{stderr}"
+    );
+    wiki.allow_anyone();
+
     // 1. Edits, published on the wiki and announced without content; the stream is cut
     // after 60 of them and sends 5 again after the resume. An event of another wiki on the
     // same stream is left out.

@@ -262,3 +262,91 @@ fn replay_publishes_a_revision_log_as_native_events() {
     }
     assert_eq!(count, 56);
 }
+
+/// A private wiki behind EventBus on Kafka: the indexer asks it once at start with
+/// `[fetch.auth]`'s login. No login, or a refused one, stops `run` with the reason before
+/// Kafka is touched (not a stream of failed fetches later); the right password goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wiki_that_refuses_to_let_the_indexer_read_stops_the_start() {
+    use casement_testkit::wiki::WikiStandIn;
+    let wiki = WikiStandIn::start().await;
+    wiki.require_bot_password("Casement@indexer", "right-password");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Nothing listens on port 9: the check comes first, or the run would wait for Kafka.
+    let mut config = crate::support::config("127.0.0.1:9", "pages", "indexer", dir.path());
+    config.fetch.api_url = wiki.api_url.clone();
+    let file = dir.path().join("indexer.toml");
+    std::fs::write(&file, toml::to_string(&config).expect("toml")).expect("write");
+    let run = |auth: &[(&str, &str)]| {
+        let mut command = indexer();
+        command.arg("--config").arg(&file).arg("run");
+        for (key, value) in auth {
+            command.env(key, value);
+        }
+        command
+    };
+    const USER: &str = "CASEMENT_INDEXER__FETCH__AUTH__USERNAME";
+    const PASSWORD: &str = "CASEMENT_INDEXER__FETCH__AUTH__PASSWORD";
+    for (auth, message) in [
+        (
+            &[][..],
+            "the wiki lets only logged-in users read (readapidenied): set [fetch.auth]",
+        ),
+        (
+            &[(USER, "Casement@indexer"), (PASSWORD, "wrong-password")][..],
+            "refused the login of fetch.auth.username = \"Casement@indexer\"",
+        ),
+    ] {
+        // Stopped at start, or still running (waiting for Kafka) after two minutes.
+        let log = dir.path().join("stderr.log");
+        let mut child = run(auth)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("runs");
+        let started = std::time::Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("status") {
+                break status;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!("still running after 2 minutes: the wiki's refusal did not stop the start");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        let stderr = std::fs::read_to_string(&log).expect("log");
+        assert!(!status.success(), "{stderr}");
+        assert!(stderr.contains(message), "{stderr}");
+        assert!(
+            stderr.contains(&wiki.api_url),
+            "names fetch.api_url: {stderr}"
+        );
+        assert!(
+            !stderr.contains("wrong-password"),
+            "the password is never shown"
+        );
+    }
+    let refused_logins = wiki.login_attempts();
+    let mut child = run(&[(USER, "Casement@indexer"), (PASSWORD, "right-password")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runs");
+    let started = std::time::Instant::now();
+    while wiki.login_attempts() == refused_logins {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the indexer never logged in"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let exited = child.try_wait().expect("status");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        exited.is_none(),
+        "a wiki that lets it read does not stop the start: {exited:?}"
+    );
+}

@@ -304,6 +304,51 @@ impl Fetcher {
             )));
         }
     }
+
+    /// Asks each configured wiki once (`siteinfo`, with `[fetch.auth]`'s login) whether
+    /// it lets this client read, so that a wiki that refuses (401/403, `readapidenied`, a
+    /// refused login or token) stops the start with the reason instead of failing every
+    /// revision later. The wikis are `fetch.domains` (the first five), or `api_url`'s own
+    /// host when it names no `{domain}`. A wiki that does not answer now is only reported
+    /// (`tracing::warn`): it may come back, and its revisions are retried.
+    pub async fn check_access(&self) -> Result<(), Denied> {
+        const MOST: usize = 5;
+        const WAIT: Duration = Duration::from_secs(10);
+        let config = &self.shared.config;
+        let domains: Vec<String> = if config.domains.is_empty() {
+            reqwest::Url::parse(&config.api_url)
+                .ok()
+                .filter(|_| !config.api_url.contains("{domain}"))
+                .and_then(|url| {
+                    let host = url.host_str()?.to_owned();
+                    Some(match url.port() {
+                        Some(port) => format!("{host}:{port}"),
+                        None => host,
+                    })
+                })
+                .into_iter()
+                .collect()
+        } else {
+            config.domains.iter().take(MOST).cloned().collect()
+        };
+        let params = [
+            ("meta", "siteinfo".to_owned()),
+            ("siprop", "general".to_owned()),
+        ];
+        for domain in domains {
+            match tokio::time::timeout(WAIT, self.query(&domain, &params)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(QueryError::Denied(denied))) => return Err(denied),
+                Ok(Err(QueryError::Later(_, why) | QueryError::Failed(why))) => {
+                    tracing::warn!(%domain, %why, "cannot ask the wiki yet; its revisions are fetched when it answers");
+                }
+                Err(_) => {
+                    tracing::warn!(%domain, wait_secs = WAIT.as_secs(), "the wiki did not answer at start; its revisions are fetched when it answers");
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The task of one API: its queue, batches, rate limit and waits.

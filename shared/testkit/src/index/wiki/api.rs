@@ -282,6 +282,11 @@ impl WikiStandIn {
         self.with(|wiki| wiki.login = Some(Login::Bearer(token.to_owned())));
     }
 
+    /// Lets anyone read again (no login required).
+    pub fn allow_anyone(&self) {
+        self.with(|wiki| wiki.login = None);
+    }
+
     /// Drops every session (they expired): the next request of each is refused.
     pub fn expire_sessions(&self) {
         self.with(|wiki| wiki.sessions.clear());
