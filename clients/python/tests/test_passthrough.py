@@ -91,3 +91,14 @@ def test_none_parameters_are_left_out_of_the_request(scripted: ScriptedServer) -
         "window_radius": 1, "min_revision": {"a": 3}, "token_budget": 512, "metadata": {"team": "it"},
     }  # fmt: skip
     assert scripted.requests[0].headers["authorization"] == "Bearer k-1"
+
+
+def test_a_window_cites_the_exact_revision_when_the_source_gives_it(scripted: ScriptedServer) -> None:
+    oldid = "https://wiki.example/w/index.php?oldid=7"
+    scripted.replies = [Reply(200, {"windows": [window_json(revision_url=oldid)], "reranker": None})]
+    with Client(scripted.url) as client:
+        window = client.search("vpn").windows[0]
+        assert window.revision_url == oldid and window.extra == {}
+        assert window.citation.endswith(f"https://wiki.example/kb/vpn, {oldid})"), window.citation
+        metadata = LangChainRetriever(client=client).invoke("vpn")[0].metadata
+        assert metadata["revision_url"] == oldid and metadata["url"] == "https://wiki.example/kb/vpn"

@@ -275,11 +275,12 @@ function describe(error: unknown): string {
 
 /**
  * A human-readable citation of a window, as the Python client's `Window.citation`:
- * `title › sections (doc <id>, revision <n>, characters <start>..<end>[, <url>])`.
+ * `title › sections (doc <id>, revision <n>, characters <start>..<end>[, <url>][, <revision_url>])`.
  */
 export function citation(window: Window): string {
   const place = [window.title, ...window.section_path].filter((part) => part).join(" › ");
   let where = `doc ${window.doc_id}, revision ${window.revision}, characters ${window.char_start}..${window.char_end}`;
   if (window.url) where += `, ${window.url}`;
+  if (window.revision_url) where += `, ${window.revision_url}`;
   return place ? `${place} (${where})` : `(${where})`;
 }

@@ -12,7 +12,8 @@ LLM_METADATA_KEYS = ("title", "section_path", "url")
 
 
 def window_metadata(window: Window) -> dict[str, Any]:
-    """``doc_id``, ``title``, ``url``, ``tenant``, ``section_path``, ``revision``, the
+    """``doc_id``, ``title``, ``url``, ``revision_url`` (the exact revision's address, when
+    the source gives one), ``tenant``, ``section_path``, ``revision``, the
     window's character range (``char_start``, ``char_end``), ``score`` (the rank score),
     ``fused_score``, ``rerank_score``, ``matches`` (the matched sentences with their
     ranges), ``tokens``, ``citation``, ``source`` (the url, else the doc id), ``metadata``
@@ -32,6 +33,7 @@ def window_metadata(window: Window) -> dict[str, Any]:
         "doc_id": window.doc_id,
         "title": window.title,
         "url": window.url,
+        "revision_url": window.revision_url,
         "tenant": window.tenant,
         "section_path": list(window.section_path),
         "revision": window.revision,

@@ -181,12 +181,15 @@ class Window:
     source_end: Optional[int] = None
     #: Links inside ``text``.
     links: list[Link] = field(default_factory=list)
+    #: The address of the exact revision the window was read from, when its source gives
+    #: one (a wiki's ``index.php?oldid=N``); ``url`` is the page's.
+    revision_url: Optional[str] = None
 
     _KNOWN = frozenset(
         {
             "doc_id", "title", "url", "tenant", "section_path", "revision", "text",
             "char_start", "char_end", "matches", "scores", "tokens", "metadata",
-            "source_start", "source_end", "links",
+            "source_start", "source_end", "links", "revision_url",
         }
     )  # fmt: skip
 
@@ -211,6 +214,7 @@ class Window:
             source_start=data.get("source_start"),
             source_end=data.get("source_end"),
             links=[Link.from_json(link) for link in data.get("links", [])],
+            revision_url=data.get("revision_url"),
         )
 
     @property
@@ -220,7 +224,8 @@ class Window:
 
     @property
     def citation(self) -> str:
-        """A human-readable citation: title › sections (doc, revision, characters)."""
+        """A human-readable citation: title › sections (doc, revision, characters, the
+        page's url and the revision's own, when known)."""
         place = " › ".join(part for part in [self.title, *self.section_path] if part)
         where = (
             f"doc {self.doc_id}, revision {self.revision}, "
@@ -228,6 +233,8 @@ class Window:
         )
         if self.url:
             where += f", {self.url}"
+        if self.revision_url:
+            where += f", {self.revision_url}"
         return f"{place} ({where})" if place else f"({where})"
 
 
@@ -291,10 +298,15 @@ class DocumentInfo:
     sentence_count: int
     sections: list[Section]
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The indexed revision's own address, when its source gives one.
+    revision_url: Optional[str] = None
 
     _KNOWN = frozenset(
-        {"doc_id", "revision", "deleted", "title", "url", "tenant", "sentence_count", "sections"}
-    )
+        {
+            "doc_id", "revision", "deleted", "title", "url", "tenant", "sentence_count",
+            "sections", "revision_url",
+        }
+    )  # fmt: skip
 
     @classmethod
     def from_json(cls, data: JsonObject) -> DocumentInfo:
@@ -308,6 +320,7 @@ class DocumentInfo:
             sentence_count=data.get("sentence_count", 0),
             sections=[Section.from_json(s) for s in data.get("sections", [])],
             extra=_extra(data, cls._KNOWN),
+            revision_url=data.get("revision_url"),
         )
 
 
