@@ -186,8 +186,8 @@ password = "bot-password-0123"
     wait_indexed(&client, &pages, "creations and edits").await;
     assert_eq!(wiki.refused(), 0, "every request logged in");
 
-    // 2. The session expires; then a move, a delete and a restore, a protection, and a
-    // move into the namespace only staff may read.
+    // 2. The session expires; then a move, a delete and a restore, a delete, a
+    // protection, and a move into the namespace only staff may read.
     wiki.expire_sessions();
     let logins = wiki.login_attempts();
     // A move and a protection add a null revision (the same text), as MediaWiki does.
@@ -195,6 +195,10 @@ password = "bot-password-0123"
     pages.set(&wiki.rename(1, 0, &renamed), 0);
     wiki.delete(2);
     wiki.restore(2);
+    // A deletion that stays: its recent change names no page (pageid 0, as MediaWiki's
+    // do); the poller reads the page from the log.
+    wiki.delete(7);
+    pages.0.insert(7, None);
     pages.set(&wiki.protect(3), 0);
     let staff_title = format!("Staff:{}", texts[3].0);
     pages.set(&wiki.rename(4, STAFF, &staff_title), STAFF);

@@ -287,6 +287,8 @@ async fn poll(source: &PollSource, wiki: &Wiki, last: &mut Mark) -> Result<(), Q
             .filter_map(|change| Some((Mark::of(&change)?, change)))
             .filter(|(mark, _)| *mark > *last)
             .collect();
+        let mut changes = changes;
+        name_pages(source, &mut changes).await?;
         let pages = lookup(source, &changes).await?;
         for (mark, change) in changes {
             for event in events(&source.config, wiki, &source.domain, &change, &pages) {
@@ -327,6 +329,66 @@ async fn send(source: &PollSource, event: Value, mark: Mark) -> anyhow::Result<(
         .send_bytes(SourceId::Mediawiki, serde_json::to_vec(&event)?, changed)
         .await?;
     source.position.sent(offset, mark.text());
+    Ok(())
+}
+
+/// Names the page of each log event whose recent change names none (`pageid` 0: a
+/// deletion's, on MediaWiki, since the page is gone) from the log itself, whose
+/// `logpage` keeps the id the action was on: one `list=logevents` request per such change,
+/// of its title at its second, matched by `logid`. One the log cannot name is left out
+/// (and logged): `casement audit --wiki` finds what it leaves behind.
+async fn name_pages(source: &PollSource, changes: &mut [(Mark, Value)]) -> Result<(), QueryError> {
+    for (_, change) in changes.iter_mut() {
+        if log_of(change).is_none() || change.get("pageid").and_then(Value::as_u64) != Some(0) {
+            continue;
+        }
+        let text = |key: &str| {
+            change
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        let (title, at) = (text("title"), text("timestamp"));
+        let logid = change.get("logid").and_then(Value::as_u64);
+        let answer = source
+            .fetcher
+            .query(
+                &source.domain,
+                &[
+                    ("list", "logevents".to_owned()),
+                    ("letitle", title.clone()),
+                    ("lestart", at.clone()),
+                    ("leend", at.clone()),
+                    ("leprop", "ids|type|title|timestamp".to_owned()),
+                    ("lelimit", "50".to_owned()),
+                ],
+            )
+            .await?;
+        let (logtype, logaction) = log_of(change).unwrap_or_default();
+        let page = answer
+            .pointer("/query/logevents")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|entry| match logid {
+                Some(id) => entry.get("logid").and_then(Value::as_u64) == Some(id),
+                None => {
+                    entry.get("type").and_then(Value::as_str) == Some(logtype)
+                        && entry.get("action").and_then(Value::as_str) == Some(logaction)
+                }
+            })
+            .and_then(|entry| entry.get("logpage")?.as_u64())
+            .filter(|id| *id > 0);
+        match page {
+            Some(id) => change["pageid"] = json!(id),
+            None => tracing::warn!(
+                %title, timestamp = %at, ?logid,
+                "a log event names no page and the log does not either: left out \
+                 (casement audit --wiki finds what it leaves behind)"
+            ),
+        }
+    }
     Ok(())
 }
 
@@ -431,7 +493,12 @@ fn events(
     change: &Value,
     pages: &HashMap<u64, Page>,
 ) -> Vec<Value> {
-    let Some(page_id) = change.get("pageid").and_then(Value::as_u64) else {
+    // No page named (a deletion the log could not name either): nothing to send.
+    let Some(page_id) = change
+        .get("pageid")
+        .and_then(Value::as_u64)
+        .filter(|id| *id > 0)
+    else {
         return Vec::new();
     };
     let dt = change
@@ -612,5 +679,12 @@ mod tests {
             "pageid": 7, "ns": 6, "title": "File:X.png", "timestamp": "2026-11-29T03:58:15Z"}),
         );
         assert!(uploaded.is_empty());
+        // A deletion whose page neither the change nor the log names: nothing is sent
+        // (a delete of page 0 would delete nothing and hide the miss).
+        let unnamed = events(
+            json!({"type": "log", "logtype": "delete", "logaction": "delete",
+            "pageid": 0, "ns": 0, "title": "Leave policy", "timestamp": "2026-11-29T03:58:15Z"}),
+        );
+        assert!(unnamed.is_empty());
     }
 }

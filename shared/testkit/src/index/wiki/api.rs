@@ -40,6 +40,9 @@ pub(super) struct Wiki {
     pub(super) changes: Vec<Value>,
     pub(super) next_rcid: u64,
     pub(super) horizon: u64,
+    /// The log (`list=logevents`), kept whole: the recent changes' horizon does not
+    /// reach it.
+    pub(super) logs: Vec<Value>,
     /// A frozen clock (seconds since the epoch); `None`: the real one.
     pub(super) clock: Option<i64>,
     pub(super) login: Option<Login>,
@@ -183,13 +186,33 @@ impl WikiStandIn {
                     Some((next, content))
                 })
                 .flatten();
+            let logid = wiki.logs.len() as u64 + 1;
+            // A deletion's recent change names no page (`pageid` 0, as MediaWiki's do:
+            // the page is gone); the log keeps its id (`logpage`).
+            let listed = if logtype == "delete" && logaction == "delete" {
+                0
+            } else {
+                page_id
+            };
             let mut change = json!({"type": "log", "ns": namespace, "title": title,
-                "pageid": page_id, "revid": saved.as_ref().map_or(0, |(rev, _)| *rev),
-                "old_revid": 0, "logtype": logtype, "logaction": logaction, "logparams": {}});
+                "pageid": listed, "revid": saved.as_ref().map_or(0, |(rev, _)| *rev),
+                "old_revid": 0, "logid": logid, "logtype": logtype, "logaction": logaction,
+                "logparams": {}});
             if let (Some(change), Value::Object(extra)) = (change.as_object_mut(), extra) {
                 change.extend(extra);
             }
-            wiki.record(change);
+            let rcid = wiki.record(change);
+            let timestamp = wiki
+                .changes
+                .iter()
+                .rev()
+                .find(|c| c.get("rcid").and_then(Value::as_u64) == Some(rcid))
+                .and_then(|c| c.get("timestamp").cloned())
+                .unwrap_or(Value::Null);
+            wiki.logs
+                .push(json!({"logid": logid, "ns": namespace, "title": title,
+                "pageid": listed, "logpage": page_id,
+                "type": logtype, "action": logaction, "timestamp": timestamp}));
             saved.map(|(rev_id, content)| WikiRevision {
                 page_id,
                 rev_id,
@@ -425,6 +448,9 @@ async fn api(
     }
     if param("list") == "recentchanges" {
         return axum::Json(wiki.recent_changes(&params)).into_response();
+    }
+    if param("list") == "logevents" {
+        return axum::Json(wiki.log_events(&params)).into_response();
     }
     if param("meta") == "siteinfo" {
         return axum::Json(wiki.siteinfo(&params)).into_response();

@@ -1,7 +1,8 @@
 //! What the stand-in wiki answers besides revisions, for the poller and the audit:
 //! `list=recentchanges` (edits, creations and log events, `rcdir=newer` from `rcstart`,
 //! `rccontinue`, and a retention horizon below which changes are gone, as `$wgRCMaxAge`
-//! drops them), `meta=siteinfo` (general, namespaces), `generator=allpages` with
+//! drops them; a deletion's change names no page, as MediaWiki's do), `list=logevents` of
+//! a title (with `logpage`), `meta=siteinfo` (general, namespaces), `generator=allpages` with
 //! `prop=info`, `prop=info|revisions&pageids=…`, and the login of a private wiki (a bot
 //! password through `meta=tokens` and `action=login`, with a session cookie, or an OAuth 2
 //! bearer token; `assert=user` answered `assertuserfailed` once the session is gone,
@@ -225,6 +226,34 @@ impl Wiki {
                 json!({"rccontinue": format!("{}|{rcid}", timestamp(time)), "continue": "-||"});
         }
         answer
+    }
+
+    /// `list=logevents` of one title (`letitle`), newest first, between `lestart` (the
+    /// newest) and `leend`; `leprop=ids` gives `logpage`, the page the action was on.
+    pub(super) fn log_events(&self, params: &HashMap<String, String>) -> Value {
+        let Some(title) = params.get("letitle") else {
+            return json!({"error": {"code": "badvalue",
+                "info": "the stand-in lists the log of one title (letitle) only"}});
+        };
+        let bound = |key: &str| params.get(key).and_then(|t| seconds_of(t));
+        let (newest, oldest) = (bound("lestart"), bound("leend"));
+        let events: Vec<Value> = self
+            .logs
+            .iter()
+            .rev()
+            .filter(|e| e.get("title").and_then(Value::as_str) == Some(title.as_str()))
+            .filter(|e| {
+                let at = e
+                    .get("timestamp")
+                    .and_then(Value::as_str)
+                    .and_then(seconds_of);
+                at.is_some_and(|at| {
+                    newest.is_none_or(|n| at <= n) && oldest.is_none_or(|o| at >= o)
+                })
+            })
+            .cloned()
+            .collect();
+        json!({"batchcomplete": true, "query": {"logevents": events}})
     }
 
     pub(super) fn siteinfo(&self, params: &HashMap<String, String>) -> Value {
