@@ -198,8 +198,12 @@ async fn a_large_document_does_not_hold_a_small_edit_and_an_oversize_one_is_dead
     assert!(matches!(first.outcome, Outcome::Applied(d) if d.embedded == 2));
     assert_eq!(second.document.as_ref().map(|d| d.0.as_str()), Some(big));
     assert!(matches!(second.outcome, Outcome::Applied(d) if d.embedded == 960));
+    // In arrival order the edit would wait for all 30 slices. It joins the batch after
+    // the one running when it arrives (2 or 3 batches counted); the batches that finish
+    // while it is written and acknowledged count too, more of them on a loaded machine
+    // (CI's slow writes), so the bound leaves room for those and still tells the two apart.
     assert!(
-        slices_before_small <= 5,
+        slices_before_small <= 8,
         "the edit waited for {slices_before_small} batches"
     );
     assert_eq!(
