@@ -117,9 +117,9 @@ pub async fn run(
     let engine = Engine::start(config.clone(), positions).await?;
     // A wiki that refuses to let this client read stops the start (the polled one is
     // asked by the poller's own start, below).
+    let fetcher = engine.processor.current().fetcher().cloned();
     if !config.sources.mediawiki.polling()
-        && let Some(fetcher) =
-            casement_pipeline::Fetcher::start(&config.fetch, engine.pipeline_metrics.fetch.clone())?
+        && let Some(fetcher) = &fetcher
     {
         fetcher.check_access().await.map_err(|denied| {
             anyhow::anyhow!("fetch.api_url = {:?}: {denied}", config.fetch.api_url)
@@ -239,11 +239,10 @@ pub async fn run(
     {
         let polled = &config.sources.mediawiki;
         let domain = polled.polled_domain().unwrap_or_default();
-        let fetcher = casement_pipeline::Fetcher::start(
-            &config.fetch,
-            engine.pipeline_metrics.fetch.clone(),
-        )?
-        .context("sources.mediawiki.api_url needs the fetcher (fetch.api_url)")?;
+        // The pipeline's own fetcher: one login (one session) per wiki, not two.
+        let fetcher = fetcher
+            .clone()
+            .context("sources.mediawiki.api_url needs the fetcher (fetch.api_url)")?;
         let source = mediawiki::poll::PollSource {
             config: polled.clone(),
             fetcher,

@@ -6,6 +6,7 @@
 
 mod api;
 mod changes;
+mod edits;
 mod stream;
 
 use std::collections::HashMap;
